@@ -1,0 +1,61 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "playd",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "CoreStream", targets: ["CoreStream"]),
+        .library(name: "CoreStreamTestSupport", targets: ["CoreStreamTestSupport"]),
+        .executable(name: "playd", targets: ["playd"]),
+        .executable(name: "playctl", targets: ["playctl"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // Thin C modules. Everything that touches FFmpeg or ALSA in Swift lives in
+        // CoreStream/Decoding and CoreStream/Output respectively.
+        .systemLibrary(
+            name: "CFFmpeg",
+            pkgConfig: "libavformat",
+            providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswresample-dev"])]
+        ),
+        .systemLibrary(
+            name: "CALSA",
+            pkgConfig: "alsa",
+            providers: [.apt(["libasound2-dev"])]
+        ),
+        .target(
+            name: "CoreStream",
+            dependencies: [
+                "CFFmpeg", "CALSA",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "CoreStreamTestSupport",
+            dependencies: ["CoreStream"]
+        ),
+        .executableTarget(
+            name: "playd",
+            dependencies: [
+                "CoreStream",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "playctl",
+            dependencies: [
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(
+            name: "CoreStreamTests",
+            dependencies: ["CoreStream", "CoreStreamTestSupport"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

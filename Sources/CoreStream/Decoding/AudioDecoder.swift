@@ -1,0 +1,598 @@
+import CFFmpeg
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Decodes one audio file on demand, sample-exact, converting to an interleaved
+/// `Float` client format with libswresample (like `ExtAudioFile`'s client data format).
+///
+/// - Frame 0 is the first real sample: encoder delay is skipped and end padding trimmed
+///   where the container says so (LAME/Xing, MP4 edit lists, Opus pre-skip).
+/// - ``seek(to:)`` is exact: the next frame delivered is source frame N.
+/// - Memory: one packet, one decoded frame and the swresample state; nothing grows
+///   with the file.
+///
+/// Thread: one thread at a time (the reader thread once playback starts). Not real-time safe.
+public final class AudioDecoder {
+    public private(set) var info: TrackInfo
+    /// Corrupt packets skipped so far (counted, not fatal).
+    public private(set) var corruptPackets = 0
+    /// The source frame that the next ``read(into:capacity:)`` delivers first.
+    public private(set) var position: Int64 = 0
+    /// The client format delivered by ``read(into:capacity:)``.
+    public private(set) var outputFormat: PCMFormat
+
+    // FFmpeg state, owned by this object.
+    private var formatContext: UnsafeMutablePointer<AVFormatContext>?
+    private var codecContext: UnsafeMutablePointer<AVCodecContext>?
+    private let packet: UnsafeMutablePointer<AVPacket>
+    private let frame: UnsafeMutablePointer<AVFrame>
+    private var resampler: OpaquePointer?
+    private let stream: UnsafeMutablePointer<AVStream>
+    private let streamIndex: Int32
+    private let timeBase: AVRational
+    private let rate: Int
+
+    /// The stream timestamp of source frame 0 (the first sample of a straight decode).
+    private var originPTS: Int64 = 0
+    /// Frames that must not be delivered: the end of the real audio (end padding trim).
+    private var endLimit: Int64?
+    /// Frames of decode preroll the codec needs before a seek target.
+    private let basePreroll: Int64
+
+    // The decoded frame being consumed.
+    private var pendingIndex: Int64 = 0     // source index of frame sample 0
+    private var pendingCount = 0            // valid samples in `frame`
+    private var pendingOffset = 0           // samples already delivered
+    private var nextIndexHint: Int64?       // for frames without timestamps
+    private var demuxerAtEOF = false
+    private var decoderDrained = false
+    private var resamplerDrained = false
+    private var consecutiveErrors = 0
+    /// Timestamp of the first packet read (for the truncation check).
+    private var firstPacketPTS: Int64?
+    /// End (pts + duration) of the last packet read.
+    private var lastPacketEnd: Int64?
+
+    private let inputPlanes: UnsafeMutablePointer<UnsafePointer<UInt8>?>
+    private let isPlanar: Bool
+    private let bytesPerSample: Int
+    private var resampling: Bool { outputFormat.sampleRate != rate }
+
+    /// Opens `path`, validates it (see ``StreamError/Code``), and prepares to deliver
+    /// frames in `format` (default: the source's own rate and channel count).
+    ///
+    /// Thread: any. Real-time safe: no (file I/O, allocation).
+    public init(path: String, outputFormat requested: PCMFormat? = nil) throws(StreamError) {
+        _ = FFmpegCall.quietLogging
+        try FileCheck.validate(path)
+
+        var ctx: UnsafeMutablePointer<AVFormatContext>?
+        var ret = avformat_open_input(&ctx, path, nil, nil)
+        guard ret >= 0, let fmt = ctx else {
+            if ret == FFmpegCall.invalidData || ret == cffmpeg_averror_demuxer_not_found() {
+                throw StreamError(.notAudio, "\(path): not an audio file FFmpeg can read (avformat_open_input() failed: \(FFmpegCall.describe(ret)))")
+            }
+            throw FFmpegCall.error(.ioError, file: path, call: "avformat_open_input", ret)
+        }
+        // From here on, `fmt` is closed by the failure path or by deinit.
+        var opened = false
+        defer { if !opened { var c: UnsafeMutablePointer<AVFormatContext>? = fmt; avformat_close_input(&c) } }
+
+        ret = avformat_find_stream_info(fmt, nil)
+        if ret < 0 {
+            throw StreamError(.corrupt, "\(path): avformat_find_stream_info() failed: \(FFmpegCall.describe(ret))")
+        }
+        let containerName = String(cString: fmt.pointee.iformat.pointee.name)
+
+        var decoderPtr: UnsafePointer<AVCodec>?
+        ret = av_find_best_stream(fmt, AVMEDIA_TYPE_AUDIO, -1, -1, &decoderPtr, 0)
+        if ret < 0 {
+            let streams = Self.describeStreams(fmt)
+            if ret == cffmpeg_averror_decoder_not_found() {
+                throw StreamError(.unsupportedCodec, "\(path): no decoder for its audio stream (\(streams))")
+            }
+            if Self.isStillImage(fmt) {
+                throw StreamError(.notAudio, "\(path): is an image (\(containerName)), not audio")
+            }
+            if fmt.pointee.nb_streams == 0 {
+                throw StreamError(.notAudio, "\(path): \(containerName) container with no streams, not audio")
+            }
+            throw StreamError(.noAudioStream, "\(path): has no audio stream (streams: \(streams))")
+        }
+        streamIndex = ret
+        let st = fmt.pointee.streams[Int(ret)]!
+        stream = st
+        timeBase = st.pointee.time_base
+        for i in 0..<Int(fmt.pointee.nb_streams) where i != Int(ret) {
+            fmt.pointee.streams[i]!.pointee.discard = AVDISCARD_ALL
+        }
+        if av_stream_get_side_data(st, AV_PKT_DATA_ENCRYPTION_INIT_INFO, nil) != nil {
+            throw StreamError(.encrypted, "\(path): the audio is encrypted (DRM/CENC) and cannot be decoded")
+        }
+        guard let decoder = decoderPtr else {
+            throw StreamError(.unsupportedCodec, "\(path): no decoder for \(Self.describeStreams(fmt))")
+        }
+
+        guard let cc = avcodec_alloc_context3(decoder) else {
+            throw StreamError(.internalError, "\(path): avcodec_alloc_context3() returned NULL")
+        }
+        var codecOwned = false
+        defer { if !codecOwned { var c: UnsafeMutablePointer<AVCodecContext>? = cc; avcodec_free_context(&c) } }
+        ret = avcodec_parameters_to_context(cc, st.pointee.codecpar)
+        guard ret >= 0 else { throw FFmpegCall.error(.corrupt, file: path, call: "avcodec_parameters_to_context", ret) }
+        // With pkt_timebase set, libavcodec moves frame timestamps past the samples it
+        // skips (encoder delay), so timestamps and sample positions stay consistent.
+        cc.pointee.pkt_timebase = st.pointee.time_base
+        ret = avcodec_open2(cc, decoder, nil)
+        guard ret >= 0 else { throw FFmpegCall.error(.unsupportedCodec, file: path, call: "avcodec_open2", ret) }
+
+        let sourceRate = Int(cc.pointee.sample_rate)
+        let sourceChannels = Int(cc.pointee.ch_layout.nb_channels)
+        guard sourceRate > 0, sourceChannels > 0 else {
+            throw StreamError(.corrupt, "\(path): audio stream declares \(sourceRate) Hz, \(sourceChannels) channels")
+        }
+        guard sourceChannels <= 32 else {
+            throw StreamError(.unsupportedFormat, "\(path): \(sourceChannels) channels (at most 32 supported)")
+        }
+        rate = sourceRate
+
+        guard let pkt = av_packet_alloc(), let frm = av_frame_alloc() else {
+            throw StreamError(.internalError, "\(path): av_packet_alloc()/av_frame_alloc() returned NULL")
+        }
+        packet = pkt
+        frame = frm
+        inputPlanes = .allocate(capacity: 32)
+        inputPlanes.initialize(repeating: nil, count: 32)
+        formatContext = fmt
+        codecContext = cc
+        opened = true
+        codecOwned = true
+        // From here on, deinit frees everything.
+
+        let sampleFormat = AVSampleFormat(rawValue: st.pointee.codecpar.pointee.format)
+        isPlanar = av_sample_fmt_is_planar(cc.pointee.sample_fmt) != 0
+        bytesPerSample = Int(av_get_bytes_per_sample(cc.pointee.sample_fmt))
+        _ = sampleFormat
+
+        let codecName = String(cString: decoder.pointee.name)
+        basePreroll = Self.preroll(codecID: decoder.pointee.id, stream: st, rate: sourceRate)
+        outputFormat = requested ?? PCMFormat(sampleRate: sourceRate, channels: sourceChannels)
+
+        var bits: Int? = nil
+        let raw = Int(st.pointee.codecpar.pointee.bits_per_raw_sample)
+        if raw > 0 { bits = raw }
+        let bitRate = st.pointee.codecpar.pointee.bit_rate > 0
+            ? Int(st.pointee.codecpar.pointee.bit_rate)
+            : (fmt.pointee.bit_rate > 0 ? Int(fmt.pointee.bit_rate) : nil)
+
+        // Provisional info; the length is settled by `measure()` below.
+        info = TrackInfo(path: path, container: containerName, codec: codecName,
+                         sampleRate: sourceRate, channels: sourceChannels,
+                         durationFrames: nil, durationIsEstimate: true,
+                         bitRate: bitRate, bitsPerSample: bits,
+                         tags: Self.readTags(fmt, st))
+
+        try configureResampler()
+        let measured = try measure()
+        info.durationFrames = measured.frames
+        info.durationIsEstimate = measured.isEstimate
+        // Measuring decoded the tail; a fresh codec makes the decode from frame 0 identical
+        // to a straight decode (AAC's noise substitution, for one, carries an RNG state).
+        try reopenCodec()
+        try seek(to: 0)
+    }
+
+    /// Replaces the codec context with a fresh one (same parameters).
+    private func reopenCodec() throws(StreamError) {
+        guard let old = codecContext, let codec = old.pointee.codec else { return }
+        guard let cc = avcodec_alloc_context3(codec) else {
+            throw StreamError(.internalError, "\(info.path): avcodec_alloc_context3() returned NULL")
+        }
+        var ret = avcodec_parameters_to_context(cc, stream.pointee.codecpar)
+        if ret >= 0 {
+            cc.pointee.pkt_timebase = stream.pointee.time_base
+            ret = avcodec_open2(cc, codec, nil)
+        }
+        guard ret >= 0 else {
+            var c: UnsafeMutablePointer<AVCodecContext>? = cc
+            avcodec_free_context(&c)
+            throw FFmpegCall.error(.unsupportedCodec, file: info.path, call: "avcodec_open2", ret)
+        }
+        var o: UnsafeMutablePointer<AVCodecContext>? = old
+        avcodec_free_context(&o)
+        codecContext = cc
+    }
+
+    deinit {
+        if let r = resampler { var s: OpaquePointer? = r; swr_free(&s) }
+        var p: UnsafeMutablePointer<AVPacket>? = packet
+        av_packet_free(&p)
+        var f: UnsafeMutablePointer<AVFrame>? = frame
+        av_frame_free(&f)
+        var cc = codecContext
+        avcodec_free_context(&cc)
+        var fc = formatContext
+        avformat_close_input(&fc)
+        inputPlanes.deallocate()
+    }
+
+    // MARK: - Reading
+
+    /// Decodes and converts up to `capacity` frames into `destination` (interleaved,
+    /// ``outputFormat``). Returns the number of frames written; 0 means end of stream.
+    ///
+    /// Thread: the decoder's owner. Real-time safe: no.
+    public func read(into destination: UnsafeMutablePointer<Float>, capacity: Int) throws(StreamError) -> Int {
+        var produced = 0
+        let channels = outputFormat.channels
+        while produced < capacity {
+            if pendingOffset >= pendingCount {
+                if try !decodeNextFrame() {
+                    if resampling && !resamplerDrained {
+                        // Drain what swresample still holds or the last ~17 frames are lost.
+                        var out: UnsafeMutablePointer<UInt8>? = UnsafeMutableRawPointer(destination + produced * channels)
+                            .assumingMemoryBound(to: UInt8.self)
+                        let got = swr_convert(resampler, &out, Int32(capacity - produced), nil, 0)
+                        if got > 0 { produced += Int(got) }
+                        if got <= 0 { resamplerDrained = true }
+                        continue
+                    }
+                    break
+                }
+                continue
+            }
+            var count = pendingCount - pendingOffset
+            let start = pendingIndex + Int64(pendingOffset)
+            if let end = endLimit {
+                let left = end - start
+                if left <= 0 { pendingOffset = pendingCount; decoderDrained = true; demuxerAtEOF = true; continue }
+                count = Int(min(Int64(count), left))
+            }
+            let room = capacity - produced
+            if resampling {
+                // Feed no more input than the output room can take now.
+                let fits = Int(FrameTime.rescaleFloor(Int64(room), Int64(rate), Int64(outputFormat.sampleRate))) - 16
+                count = min(count, max(fits, 0))
+                if count == 0 {
+                    // Let swresample flush what it buffered into the room left.
+                    var out: UnsafeMutablePointer<UInt8>? = UnsafeMutableRawPointer(destination + produced * channels)
+                        .assumingMemoryBound(to: UInt8.self)
+                    let got = swr_convert(resampler, &out, Int32(room), nil, 0)
+                    if got > 0 { produced += Int(got) }
+                    break
+                }
+            } else {
+                count = min(count, room)
+            }
+            let got = try convert(offset: pendingOffset, count: count,
+                                  into: destination + produced * channels, room: room)
+            produced += got
+            pendingOffset += count
+            position = start + Int64(count)
+        }
+        return produced
+    }
+
+    /// Converts `count` samples of the pending frame from `offset`.
+    private func convert(offset: Int, count: Int, into out: UnsafeMutablePointer<Float>, room: Int) throws(StreamError) -> Int {
+        let channels = Int(frame.pointee.ch_layout.nb_channels)
+        let planes = isPlanar ? channels : 1
+        let stride = isPlanar ? bytesPerSample : bytesPerSample * channels
+        for p in 0..<planes {
+            inputPlanes[p] = UnsafePointer(frame.pointee.extended_data[p]! + offset * stride)
+        }
+        var outPtr: UnsafeMutablePointer<UInt8>? = UnsafeMutableRawPointer(out).assumingMemoryBound(to: UInt8.self)
+        let got = swr_convert(resampler, &outPtr, Int32(room), inputPlanes, Int32(count))
+        if got < 0 { throw FFmpegCall.error(.internalError, file: info.path, call: "swr_convert", got) }
+        return Int(got)
+    }
+
+    /// Decodes the next frame into `frame`, placing it by its timestamp.
+    /// Returns false at end of stream.
+    private func decodeNextFrame() throws(StreamError) -> Bool {
+        guard let cc = codecContext, let fmt = formatContext else { return false }
+        while true {
+            var ret = avcodec_receive_frame(cc, frame)
+            if ret >= 0 {
+                consecutiveErrors = 0
+                let n = Int(frame.pointee.nb_samples)
+                let ts = frame.pointee.best_effort_timestamp
+                let index: Int64
+                if ts != FFmpegCall.noPTS {
+                    index = indexForTimestamp(ts)
+                } else if let hint = nextIndexHint {
+                    index = hint
+                } else {
+                    continue  // cannot place it (only right after a seek): it is preroll anyway
+                }
+                if Int(frame.pointee.ch_layout.nb_channels) != info.channels || Int(frame.pointee.sample_rate) != rate {
+                    // A mid-stream format change: count it and skip, as a corrupt packet.
+                    corruptPackets += 1
+                    continue
+                }
+                pendingIndex = index
+                pendingCount = n
+                pendingOffset = 0
+                nextIndexHint = index + Int64(n)
+                return true
+            }
+            if ret == FFmpegCall.eof { decoderDrained = true; return false }
+            if ret != FFmpegCall.eagain {
+                try countCorrupt(ret, call: "avcodec_receive_frame")
+                continue
+            }
+            // The decoder wants input.
+            if demuxerAtEOF {
+                ret = avcodec_send_packet(cc, nil)   // enter draining mode
+                if ret < 0 && ret != FFmpegCall.eof { decoderDrained = true; return false }
+                continue
+            }
+            ret = av_read_frame(fmt, packet)
+            if ret < 0 {
+                // EOF or a read error at the end: drain the decoder either way.
+                demuxerAtEOF = true
+                continue
+            }
+            defer { av_packet_unref(packet) }
+            if packet.pointee.stream_index != streamIndex { continue }
+            if packet.pointee.pts != FFmpegCall.noPTS {
+                if firstPacketPTS == nil { firstPacketPTS = packet.pointee.pts }
+                lastPacketEnd = packet.pointee.pts + packet.pointee.duration
+            }
+            if av_packet_get_side_data(packet, AV_PKT_DATA_ENCRYPTION_INFO, nil) != nil {
+                throw StreamError(.encrypted, "\(info.path): the audio is encrypted (DRM/CENC) and cannot be decoded")
+            }
+            ret = avcodec_send_packet(cc, packet)
+            if ret < 0 && ret != FFmpegCall.eagain {
+                try countCorrupt(ret, call: "avcodec_send_packet")
+            }
+        }
+    }
+
+    /// Counts a corrupt packet; too many in a row means the stream is not decodable.
+    private func countCorrupt(_ ret: Int32, call: String) throws(StreamError) {
+        corruptPackets += 1
+        consecutiveErrors += 1
+        if consecutiveErrors > 500 {
+            throw StreamError(.corrupt, "\(info.path): \(call)() failed \(consecutiveErrors) times in a row: \(FFmpegCall.describe(ret))")
+        }
+    }
+
+    /// Source frame index of a stream timestamp, relative to frame 0.
+    @inline(__always)
+    private func indexForTimestamp(_ ts: Int64) -> Int64 {
+        FrameTime.rescale(ts - originPTS, timeBase.num64 * Int64(rate), timeBase.den64)
+    }
+
+    /// Stream timestamp of a source frame index.
+    @inline(__always)
+    private func timestampForIndex(_ index: Int64) -> Int64 {
+        originPTS + FrameTime.rescaleFloor(index, timeBase.den64, timeBase.num64 * Int64(rate))
+    }
+
+    // MARK: - Output format
+
+    /// Changes the client format (rate, channels). Takes effect from the current position.
+    public func setOutputFormat(_ format: PCMFormat) throws(StreamError) {
+        guard format != outputFormat else { return }
+        outputFormat = format
+        try configureResampler()
+    }
+
+    private func configureResampler() throws(StreamError) {
+        guard let cc = codecContext else { return }
+        if let r = resampler { var s: OpaquePointer? = r; swr_free(&s); resampler = nil }
+        var inLayout = AVChannelLayout()
+        if cc.pointee.ch_layout.order == AV_CHANNEL_ORDER_UNSPEC {
+            av_channel_layout_default(&inLayout, cc.pointee.ch_layout.nb_channels)
+        } else {
+            av_channel_layout_copy(&inLayout, &cc.pointee.ch_layout)
+        }
+        defer { av_channel_layout_uninit(&inLayout) }
+        var outLayout = AVChannelLayout()
+        if Int(inLayout.nb_channels) == outputFormat.channels {
+            av_channel_layout_copy(&outLayout, &inLayout)
+        } else {
+            av_channel_layout_default(&outLayout, Int32(outputFormat.channels))
+        }
+        defer { av_channel_layout_uninit(&outLayout) }
+        var swr: OpaquePointer?
+        var ret = swr_alloc_set_opts2(&swr, &outLayout, AV_SAMPLE_FMT_FLT, Int32(outputFormat.sampleRate),
+                                      &inLayout, cc.pointee.sample_fmt, cc.pointee.sample_rate, 0, nil)
+        guard ret >= 0, let s = swr else {
+            throw FFmpegCall.error(.unsupportedFormat, file: info.path, call: "swr_alloc_set_opts2", ret)
+        }
+        if inLayout.nb_channels == 1 && outputFormat.channels > 1 {
+            // Mono to N: every output channel carries the mono signal at full level, as
+            // MPD does (swresample's default would mix the centre in at -3 dB).
+            var matrix = [Double](repeating: 1, count: outputFormat.channels)
+            swr_set_matrix(s, &matrix, 1)
+        }
+        ret = swr_init(s)
+        guard ret >= 0 else {
+            var f: OpaquePointer? = s
+            swr_free(&f)
+            throw FFmpegCall.error(.unsupportedFormat, file: info.path, call: "swr_init", ret)
+        }
+        resampler = s
+        resamplerDrained = false
+    }
+
+    // MARK: - Describing
+
+    private static func describeStreams(_ fmt: UnsafeMutablePointer<AVFormatContext>) -> String {
+        var parts: [String] = []
+        for i in 0..<Int(fmt.pointee.nb_streams) {
+            let par = fmt.pointee.streams[i]!.pointee.codecpar!
+            let type = av_get_media_type_string(par.pointee.codec_type).map { String(cString: $0) } ?? "unknown"
+            let name = String(cString: avcodec_get_name(par.pointee.codec_id))
+            parts.append("\(type) \(name)")
+        }
+        return parts.isEmpty ? "none" : parts.joined(separator: ", ")
+    }
+
+    private static func isStillImage(_ fmt: UnsafeMutablePointer<AVFormatContext>) -> Bool {
+        let name = String(cString: fmt.pointee.iformat.pointee.name)
+        if name.hasSuffix("_pipe") || name == "image2" { return true }
+        guard fmt.pointee.nb_streams == 1 else { return false }
+        let st = fmt.pointee.streams[0]!
+        return st.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO
+            && (st.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC) != 0
+    }
+
+    private static func readTags(_ fmt: UnsafeMutablePointer<AVFormatContext>,
+                                 _ st: UnsafeMutablePointer<AVStream>) -> [String: String] {
+        var tags: [String: String] = [:]
+        for dict in [fmt.pointee.metadata, st.pointee.metadata] {
+            var entry: UnsafeMutablePointer<AVDictionaryEntry>? = nil
+            while let e = av_dict_get(dict, "", entry, AV_DICT_IGNORE_SUFFIX) {
+                tags[String(cString: e.pointee.key).lowercased()] = String(cString: e.pointee.value)
+                entry = e
+            }
+        }
+        return tags
+    }
+
+    /// Frames decoded ahead of a seek target so the codec state is right at the target:
+    /// MP3's bit reservoir spans several frames, AAC and Vorbis overlap windows, Opus
+    /// declares `seek_preroll`. PCM and FLAC/ALAC frames are independent.
+    private static func preroll(codecID: AVCodecID, stream: UnsafeMutablePointer<AVStream>, rate: Int) -> Int64 {
+        switch codecID {
+        case AV_CODEC_ID_MP3, AV_CODEC_ID_MP2, AV_CODEC_ID_MP1:
+            return 1152 * 4
+        case AV_CODEC_ID_AAC:
+            return 1024 * 3
+        case AV_CODEC_ID_VORBIS:
+            return 4096
+        case AV_CODEC_ID_OPUS:
+            let declared = Int64(stream.pointee.codecpar.pointee.seek_preroll)
+            let preroll = declared > 0 ? declared : 3840
+            return FrameTime.convert(preroll, from: 48000, to: rate) + 960
+        default:
+            let name = String(cString: avcodec_get_name(codecID))
+            return name.hasPrefix("pcm_") || name == "flac" || name == "alac" || name == "wavpack" ? 0 : 4096
+        }
+    }
+
+    // MARK: - Seeking
+
+    /// Positions the decoder so that the next frame delivered is source frame `target`
+    /// (clamped to the end of the stream).
+    ///
+    /// FFmpeg seeks land on packet (MP3, AAC), page (Ogg) or frame (FLAC) boundaries
+    /// and codecs need warm-up, so: seek to `target − preroll`, flush the codec, decode,
+    /// place each frame by its timestamp, and drop the samples before `target`. If the
+    /// first frame lands after `target − preroll`, widen the preroll and try again.
+    ///
+    /// Thread: the decoder's owner. Real-time safe: no.
+    public func seek(to target: Int64) throws(StreamError) {
+        guard let fmt = formatContext, let cc = codecContext else { return }
+        let target = max(0, endLimit.map { min(target, $0) } ?? target)
+        var preroll = basePreroll
+        var attempts = 0
+        while true {
+            attempts += 1
+            let seekFrame = max(0, target - preroll)
+            var ts = timestampForIndex(seekFrame)
+            if seekFrame == 0 { ts = min(originPTS, firstPacketPTS ?? originPTS) }
+            var ret = avformat_seek_file(fmt, streamIndex, Int64.min, ts, ts, 0)
+            if ret < 0 {
+                ret = av_seek_frame(fmt, streamIndex, ts, AVSEEK_FLAG_BACKWARD)
+            }
+            if ret < 0 {
+                throw FFmpegCall.error(.ioError, file: info.path, call: "avformat_seek_file", ret)
+            }
+            avcodec_flush_buffers(cc)
+            pendingCount = 0
+            pendingOffset = 0
+            nextIndexHint = nil
+            demuxerAtEOF = false
+            decoderDrained = false
+            consecutiveErrors = 0
+            if resampling { try configureResampler() }
+            resamplerDrained = false
+
+            guard try decodeNextFrame() else {
+                // Nothing at or after the seek point: we are at the end.
+                position = target
+                return
+            }
+            if pendingIndex > seekFrame && seekFrame > 0 && attempts < 12 {
+                // Landed after where warm-up must begin: widen the preroll and retry.
+                preroll = max(preroll * 2, 4096)
+                if preroll > target { preroll = target }
+                continue
+            }
+            // Decode forward to the frame that holds `target`, then drop what precedes it.
+            while pendingIndex + Int64(pendingCount) <= target {
+                guard try decodeNextFrame() else { position = target; return }
+            }
+            pendingOffset = Int(max(0, target - pendingIndex))
+            position = max(target, pendingIndex)
+            return
+        }
+    }
+
+    // MARK: - Measuring
+
+    /// Settles frame 0 and the exact length, and detects truncation.
+    ///
+    /// The first decoded frame's timestamp defines frame 0 (after the codec's own
+    /// encoder-delay skip). When the container states a duration, the last seconds are
+    /// decoded once: the end of the last frame is the exact length (the codec trims MP3
+    /// and Opus end padding; MP4 edit lists give the clamp), and packets ending well
+    /// before the stated end mean the file is truncated.
+    private func measure() throws(StreamError) -> (frames: Int64?, isEstimate: Bool) {
+        guard let fmt = formatContext else { return (nil, true) }
+        guard try decodeNextFrame() else {
+            throw StreamError(.corrupt, "\(info.path): no audio frame could be decoded (\(corruptPackets) bad packets)")
+        }
+        let ts = frame.pointee.best_effort_timestamp
+        originPTS = ts != FFmpegCall.noPTS ? ts : (firstPacketPTS ?? 0)
+        try FileCheck.checkRIFFLength(info.path, container: info.container)
+
+        let estimated = fmt.pointee.duration_estimation_method == AVFMT_DURATION_FROM_BITRATE
+        let streamDuration = stream.pointee.duration
+        if estimated || streamDuration == FFmpegCall.noPTS || streamDuration <= 0 {
+            if fmt.pointee.duration > 0 {
+                let frames = FrameTime.rescale(fmt.pointee.duration, Int64(rate), Int64(AV_TIME_BASE))
+                return (frames, true)
+            }
+            return (nil, true)
+        }
+        // Packets should reach `firstPacket + duration`; frame 0 sits at `start_time`
+        // (after the encoder delay), so the real audio ends at most at `start + duration`.
+        let streamStart = stream.pointee.start_time != FFmpegCall.noPTS ? stream.pointee.start_time : originPTS
+        let startTS = firstPacketPTS ?? streamStart
+        let declaredEndTS = startTS + streamDuration
+        let clamp = indexForTimestamp(max(streamStart, startTS) + streamDuration)
+
+        // Decode the tail once.
+        let tail = Int64(rate) * 2 + basePreroll
+        let probeFrom = max(0, clamp - tail)
+        var ts0 = timestampForIndex(probeFrom)
+        if probeFrom == 0 { ts0 = min(originPTS, startTS) }
+        guard avformat_seek_file(fmt, streamIndex, Int64.min, ts0, ts0, 0) >= 0 else {
+            endLimit = clamp
+            return (clamp, false)
+        }
+        avcodec_flush_buffers(codecContext)
+        pendingCount = 0; pendingOffset = 0; nextIndexHint = nil
+        demuxerAtEOF = false; decoderDrained = false
+        lastPacketEnd = nil
+        var lastFrameEnd: Int64 = 0
+        while try decodeNextFrame() {
+            lastFrameEnd = max(lastFrameEnd, pendingIndex + Int64(pendingCount))
+        }
+        let packetTolerance = max(Int64(timeBase.den) / Int64(max(timeBase.num, 1)) / 10, 1)  // 0.1 s in stream units
+        if let end = lastPacketEnd, end < declaredEndTS - packetTolerance {
+            let have = FrameTime.seconds(max(0, indexForTimestamp(end)), rate: rate)
+            let want = FrameTime.seconds(clamp, rate: rate)
+            throw StreamError(.truncated, "\(info.path): truncated: the container declares \(formatSeconds(want)) s of audio but the data ends at \(formatSeconds(have)) s")
+        }
+        let exact = lastFrameEnd > 0 ? min(lastFrameEnd, clamp) : clamp
+        endLimit = exact
+        return (exact, false)
+    }
+}

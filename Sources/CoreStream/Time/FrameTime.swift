@@ -1,0 +1,64 @@
+/// Exact time arithmetic on frame counts.
+///
+/// Positions are `Int64` frame counts at a stated rate, like Core Media's
+/// `CMTime(value:timescale:)`. Conversions between rates, and to and from an FFmpeg
+/// time base, are done in integer arithmetic with one rounding at the end; floats
+/// appear only at the edges (seconds shown to a person or sent as JSON).
+public enum FrameTime {
+    /// `value × numerator / denominator` rounded to nearest (ties away from zero),
+    /// computed in 128 bits so no intermediate overflows.
+    ///
+    /// Thread: any. Real-time safe: yes.
+    @inlinable
+    public static func rescale(_ value: Int64, _ numerator: Int64, _ denominator: Int64) -> Int64 {
+        precondition(denominator > 0 && numerator >= 0, "rescale needs a positive ratio")
+        let negative = value < 0
+        let magnitude = value.magnitude
+        let product = magnitude.multipliedFullWidth(by: UInt64(numerator))
+        // Add half the denominator for round-to-nearest.
+        let half = UInt64(denominator) / 2
+        let (low, carry) = product.low.addingReportingOverflow(half)
+        let high = product.high &+ (carry ? 1 : 0)
+        precondition(high < UInt64(denominator), "rescale overflows Int64")
+        let (q, _) = UInt64(denominator).dividingFullWidth((high: high, low: low))
+        precondition(q <= UInt64(Int64.max), "rescale overflows Int64")
+        return negative ? -Int64(q) : Int64(q)
+    }
+
+    /// `value × numerator / denominator` rounded toward negative infinity.
+    ///
+    /// Thread: any. Real-time safe: yes.
+    @inlinable
+    public static func rescaleFloor(_ value: Int64, _ numerator: Int64, _ denominator: Int64) -> Int64 {
+        precondition(denominator > 0 && numerator >= 0, "rescale needs a positive ratio")
+        let negative = value < 0
+        let product = value.magnitude.multipliedFullWidth(by: UInt64(numerator))
+        precondition(product.high < UInt64(denominator), "rescale overflows Int64")
+        let (q, r) = UInt64(denominator).dividingFullWidth(product)
+        precondition(q < UInt64(Int64.max), "rescale overflows Int64")
+        if negative { return -Int64(q) - (r != 0 ? 1 : 0) }
+        return Int64(q)
+    }
+
+    /// Converts a frame count from one sample rate to another, rounding to nearest.
+    @inlinable
+    public static func convert(_ frames: Int64, from sourceRate: Int, to targetRate: Int) -> Int64 {
+        if sourceRate == targetRate { return frames }
+        return rescale(frames, Int64(targetRate), Int64(sourceRate))
+    }
+
+    /// Seconds as a `Double`, for display and JSON only.
+    @inlinable
+    public static func seconds(_ frames: Int64, rate: Int) -> Double {
+        // Split into whole seconds and remainder so large positions keep full precision.
+        let whole = frames / Int64(rate)
+        let rest = frames % Int64(rate)
+        return Double(whole) + Double(rest) / Double(rate)
+    }
+
+    /// The frame at `seconds`, rounded to nearest.
+    public static func frames(seconds: Double, rate: Int) -> Int64 {
+        precondition(seconds.isFinite, "seconds must be finite")
+        return Int64((seconds * Double(rate)).rounded())
+    }
+}

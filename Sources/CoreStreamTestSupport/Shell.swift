@@ -1,0 +1,44 @@
+import Foundation
+
+/// Runs a command and collects its output. For tests and scripts, never the engine.
+public enum Shell {
+    public struct Output: Sendable {
+        public var status: Int32
+        public var stdout: Data
+        public var stderr: String
+    }
+
+    /// Runs `argv` (argv[0] looked up on PATH when it has no slash) to completion.
+    @discardableResult
+    public static func run(_ argv: [String], environment: [String: String]? = nil) throws -> Output {
+        let p = Process()
+        if argv[0].contains("/") {
+            p.executableURL = URL(fileURLWithPath: argv[0])
+            p.arguments = Array(argv.dropFirst())
+        } else {
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            p.arguments = argv
+        }
+        if let env = environment {
+            p.environment = ProcessInfo.processInfo.environment.merging(env) { _, new in new }
+        }
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        p.standardInput = FileHandle.nullDevice
+        try p.run()
+        // Read both pipes concurrently so neither fills up and blocks the child.
+        nonisolated(unsafe) var errData = Data()
+        let group = DispatchGroup()
+        group.enter()
+        DispatchQueue.global().async {
+            errData = err.fileHandleForReading.readDataToEndOfFile()
+            group.leave()
+        }
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        group.wait()
+        p.waitUntilExit()
+        return Output(status: p.terminationStatus, stdout: outData,
+                      stderr: String(decoding: errData, as: UTF8.self))
+    }
+}
