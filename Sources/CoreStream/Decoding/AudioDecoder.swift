@@ -70,10 +70,12 @@ public final class AudioDecoder {
         var ctx: UnsafeMutablePointer<AVFormatContext>?
         var ret = avformat_open_input(&ctx, path, nil, nil)
         guard ret >= 0, let fmt = ctx else {
-            if ret == FFmpegCall.invalidData || ret == cffmpeg_averror_demuxer_not_found() {
-                throw StreamError(.notAudio, "\(path): not an audio file FFmpeg can read (avformat_open_input() failed: \(FFmpegCall.describe(ret)))")
+            // The file was readable a moment ago (FileCheck): an open failure other than
+            // an I/O-class error means no demuxer made sense of the bytes.
+            if [EIO, EACCES, ENOMEM, EMFILE, ENFILE].map({ cffmpeg_averror($0) }).contains(ret) {
+                throw FFmpegCall.error(.ioError, file: path, call: "avformat_open_input", ret)
             }
-            throw FFmpegCall.error(.ioError, file: path, call: "avformat_open_input", ret)
+            throw StreamError(.notAudio, "\(path): not an audio file FFmpeg can read (avformat_open_input() failed: \(FFmpegCall.describe(ret)))")
         }
         // From here on, `fmt` is closed by the failure path or by deinit.
         var opened = false
@@ -95,7 +97,7 @@ public final class AudioDecoder {
             if Self.isStillImage(fmt) {
                 throw StreamError(.notAudio, "\(path): is an image (\(containerName)), not audio")
             }
-            if fmt.pointee.nb_streams == 0 {
+            if fmt.pointee.nb_streams == 0 || Self.hasOnlyEmptyAudio(fmt) {
                 throw StreamError(.notAudio, "\(path): \(containerName) container with no streams, not audio")
             }
             throw StreamError(.noAudioStream, "\(path): has no audio stream (streams: \(streams))")
@@ -292,6 +294,9 @@ public final class AudioDecoder {
     /// Returns false at end of stream.
     private func decodeNextFrame() throws(StreamError) -> Bool {
         guard let cc = codecContext, let fmt = formatContext else { return false }
+        // avcodec_receive_frame() unrefs `frame` first, whatever it returns.
+        pendingCount = 0
+        pendingOffset = 0
         while true {
             var ret = avcodec_receive_frame(cc, frame)
             if ret >= 0 {
@@ -432,6 +437,19 @@ public final class AudioDecoder {
         return parts.isEmpty ? "none" : parts.joined(separator: ", ")
     }
 
+    /// Audio streams that FFmpeg guessed from the name but could not read a rate or
+    /// channel count from: random bytes with an audio extension.
+    private static func hasOnlyEmptyAudio(_ fmt: UnsafeMutablePointer<AVFormatContext>) -> Bool {
+        var sawAudio = false
+        for i in 0..<Int(fmt.pointee.nb_streams) {
+            let par = fmt.pointee.streams[i]!.pointee.codecpar!
+            guard par.pointee.codec_type == AVMEDIA_TYPE_AUDIO else { return false }
+            if par.pointee.sample_rate > 0 && par.pointee.ch_layout.nb_channels > 0 { return false }
+            sawAudio = true
+        }
+        return sawAudio
+    }
+
     private static func isStillImage(_ fmt: UnsafeMutablePointer<AVFormatContext>) -> Bool {
         let name = String(cString: fmt.pointee.iformat.pointee.name)
         if name.hasSuffix("_pipe") || name == "image2" { return true }
@@ -460,7 +478,10 @@ public final class AudioDecoder {
     private static func preroll(codecID: AVCodecID, stream: UnsafeMutablePointer<AVStream>, rate: Int) -> Int64 {
         switch codecID {
         case AV_CODEC_ID_MP3, AV_CODEC_ID_MP2, AV_CODEC_ID_MP1:
-            return 1152 * 4
+            // main_data_begin reaches up to 511 bytes back: at 32 kbit/s (96-byte frames)
+            // that is 6 frames, plus one for the IMDCT overlap. Measured: 4 frames left
+            // the first two frames after a seek wrong on a 48 kHz mono VBR file.
+            return 1152 * 10
         case AV_CODEC_ID_AAC:
             return 1024 * 3
         case AV_CODEC_ID_VORBIS:

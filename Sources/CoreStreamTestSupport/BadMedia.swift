@@ -1,0 +1,79 @@
+import Foundation
+
+/// Builds the bad-input cases for the engine's error tests in a fresh directory,
+/// using the ffmpeg CLI where real media is needed.
+public enum BadMedia {
+    public struct Case: Sendable, CustomStringConvertible {
+        public var name: String
+        public var path: String
+        /// The expected `StreamError.Code` wire name.
+        public var expectedCode: String
+        public var description: String { name }
+    }
+
+    /// Creates every case under `directory` and returns them.
+    public static func make(in directory: String) throws -> [Case] {
+        let fm = FileManager.default
+        try fm.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        func path(_ n: String) -> String { directory + "/" + n }
+        func ffmpeg(_ args: [String]) throws {
+            let r = try Shell.run(["ffmpeg", "-nostdin", "-v", "error", "-y"] + args)
+            guard r.status == 0 else { throw FixtureError("ffmpeg \(args): \(r.stderr)") }
+        }
+        var cases: [Case] = []
+        cases.append(Case(name: "nonexistent path", path: path("does-not-exist.flac"), expectedCode: "file_not_found"))
+
+        try fm.createDirectory(atPath: path("a-directory.mp3"), withIntermediateDirectories: true)
+        cases.append(Case(name: "a directory", path: path("a-directory.mp3"), expectedCode: "is_directory"))
+
+        let source = Fixtures.stereoSource
+        _ = Fixtures.all  // make sure the fixtures exist
+        try? fm.removeItem(atPath: path("unreadable.flac"))
+        try fm.copyItem(atPath: Fixtures.named("flac-44100-2.flac").path, toPath: path("unreadable.flac"))
+        chmod(path("unreadable.flac"), 0)
+        // root reads anything: the case is only meaningful for other users.
+        if getuid() != 0 {
+            cases.append(Case(name: "no read permission", path: path("unreadable.flac"), expectedCode: "permission_denied"))
+        }
+
+        fm.createFile(atPath: path("empty.mp3"), contents: Data())
+        cases.append(Case(name: "zero-length file", path: path("empty.mp3"), expectedCode: "empty_file"))
+
+        fm.createFile(atPath: path("text.mp3"), contents: Data("This is a shopping list, not a song.\nmilk\neggs\n".utf8))
+        cases.append(Case(name: "text named .mp3", path: path("text.mp3"), expectedCode: "not_audio"))
+
+        try ffmpeg(["-f", "lavfi", "-i", "color=red:s=32x32", "-frames:v", "1", "-f", "image2", "-c:v", "png", path("image.mp3")])
+        cases.append(Case(name: "PNG named .mp3", path: path("image.mp3"), expectedCode: "not_audio"))
+
+        let flac = try Data(contentsOf: URL(fileURLWithPath: Fixtures.named("flac-44100-2.flac").path))
+        fm.createFile(atPath: path("truncated.flac"), contents: flac.prefix(flac.count / 3))
+        cases.append(Case(name: "truncated FLAC", path: path("truncated.flac"), expectedCode: "truncated"))
+
+        let wav = try Data(contentsOf: URL(fileURLWithPath: source))
+        fm.createFile(atPath: path("truncated.wav"), contents: wav.prefix(wav.count / 2))
+        cases.append(Case(name: "truncated WAV", path: path("truncated.wav"), expectedCode: "truncated"))
+
+        try ffmpeg(["-i", source, "-c:a", "aac", "-movflags", "+faststart", path("full.m4a")])
+        let m4a = try Data(contentsOf: URL(fileURLWithPath: path("full.m4a")))
+        fm.createFile(atPath: path("truncated.m4a"), contents: m4a.prefix(m4a.count / 2))
+        cases.append(Case(name: "truncated M4A", path: path("truncated.m4a"), expectedCode: "truncated"))
+
+        try ffmpeg(["-i", source, "-c:a", "aac", "-encryption_scheme", "cenc-aes-ctr",
+                    "-encryption_key", "76a6c65c5ea762046bd749a2e632ccbb",
+                    "-encryption_kid", "a7e61c373e219033c21091fa607bf3b8", path("encrypted.m4a")])
+        cases.append(Case(name: "encrypted (CENC) M4A", path: path("encrypted.m4a"), expectedCode: "encrypted"))
+
+        try ffmpeg(["-f", "lavfi", "-i", "testsrc=d=1:s=64x48", "-c:v", "mpeg4", path("video-only.mp4")])
+        cases.append(Case(name: "video with no audio stream", path: path("video-only.mp4"), expectedCode: "no_audio_stream"))
+
+        var garbage = Data(count: 64 * 1024)
+        var seed: UInt32 = 12345
+        for i in 0..<garbage.count { seed = seed &* 1103515245 &+ 12345; garbage[i] = UInt8(truncatingIfNeeded: seed >> 16) }
+        fm.createFile(atPath: path("random.flac"), contents: garbage)
+        cases.append(Case(name: "random bytes named .flac", path: path("random.flac"), expectedCode: "not_audio"))
+
+        _ = mkfifo(path("a-fifo.mp3"), 0o600)
+        cases.append(Case(name: "a FIFO", path: path("a-fifo.mp3"), expectedCode: "not_audio"))
+        return cases
+    }
+}
