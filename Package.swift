@@ -27,16 +27,17 @@ let package = Package(
             pkgConfig: "alsa",
             providers: [.apt(["libasound2-dev"])]
         ),
+        .systemLibrary(name: "CLinux"),
         .target(
             name: "CoreStream",
             dependencies: [
-                "CFFmpeg", "CALSA",
+                "CFFmpeg", "CALSA", "CLinux",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .target(
             name: "CoreStreamTestSupport",
-            dependencies: ["CoreStream"]
+            dependencies: ["CoreStream", .product(name: "Logging", package: "swift-log")]
         ),
         .executableTarget(
             name: "playd",

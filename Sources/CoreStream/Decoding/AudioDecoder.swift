@@ -49,6 +49,9 @@ public final class AudioDecoder {
     private var decoderDrained = false
     private var resamplerDrained = false
     private var consecutiveErrors = 0
+    /// True between a seek and the next read: seeking there again is a no-op (and keeps
+    /// codec state such as AAC's noise RNG identical to a straight decode).
+    private var positionedBySeek = false
     /// Timestamp of the first packet read (for the truncation check).
     private var firstPacketPTS: Int64?
     /// End (pts + duration) of the last packet read.
@@ -228,6 +231,7 @@ public final class AudioDecoder {
     public func read(into destination: UnsafeMutablePointer<Float>, capacity: Int) throws(StreamError) -> Int {
         var produced = 0
         let channels = outputFormat.channels
+        positionedBySeek = false
         while produced < capacity {
             if pendingOffset >= pendingCount {
                 if try !decodeNextFrame() {
@@ -510,6 +514,8 @@ public final class AudioDecoder {
     public func seek(to target: Int64) throws(StreamError) {
         guard let fmt = formatContext, let cc = codecContext else { return }
         let target = max(0, endLimit.map { min(target, $0) } ?? target)
+        if positionedBySeek && target == position { return }
+        defer { positionedBySeek = true }
         var preroll = basePreroll
         var attempts = 0
         while true {

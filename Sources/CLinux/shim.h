@@ -1,0 +1,49 @@
+// Shim for Linux calls that Glibc's Swift module does not expose.
+//
+// Why it exists: eventfd() lives in <sys/eventfd.h> and ppoll() needs _GNU_SOURCE;
+// neither is in Swift's Glibc module map. Every symbol added here is prefixed
+// `clinux_`. SO_PEERCRED and pthread scheduling helpers may join it later.
+#ifndef CLINUX_SHIM_H
+#define CLINUX_SHIM_H
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <sys/eventfd.h>
+#include <poll.h>
+#include <time.h>
+#include <signal.h>
+#include <pthread.h>
+#include <sched.h>
+
+static inline int clinux_eventfd_nonblocking(void) {
+    return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+}
+
+/// ppoll() on one descriptor for POLLIN; timeout_ns < 0 waits forever.
+/// Returns 1 when readable, 0 on timeout, -errno on error.
+static inline int clinux_wait_readable(int fd, long long timeout_ns) {
+    struct pollfd p = { .fd = fd, .events = POLLIN, .revents = 0 };
+    struct timespec ts;
+    struct timespec *tp = NULL;
+    if (timeout_ns >= 0) {
+        ts.tv_sec = (time_t)(timeout_ns / 1000000000LL);
+        ts.tv_nsec = (long)(timeout_ns % 1000000000LL);
+        tp = &ts;
+    }
+    int r = ppoll(&p, 1, tp, NULL);
+    if (r < 0) return -1;
+    return (r > 0 && (p.revents & POLLIN)) ? 1 : 0;
+}
+
+/// Names a thread (at most 15 bytes are kept) for ps/top/gdb.
+static inline int clinux_set_thread_name(pthread_t thread, const char *name) {
+    return pthread_setname_np(thread, name);
+}
+
+/// Asks for SCHED_FIFO at `priority` for the calling thread. Returns 0 or the error
+/// number pthread_setschedparam() returned (EPERM when not allowed).
+static inline int clinux_request_fifo(int priority) {
+    struct sched_param sp = { .sched_priority = priority };
+    return pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+}
+#endif

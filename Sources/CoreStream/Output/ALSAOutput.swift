@@ -1,0 +1,242 @@
+import CALSA
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Playback through an ALSA PCM (`alsa:DEVICE`), with a fallback chain.
+///
+/// Opens non-blocking and waits with `poll()` on the PCM's descriptors plus the render
+/// thread's wake-up eventfd, so a command reaches the render thread at once even with a
+/// long buffer. All ALSA calls in playd live in this folder.
+public final class ALSAOutput: AudioOutput {
+    public let spec: String
+    public var isRealTime: Bool { true }
+
+    /// Devices to try in order, e.g. `["hw:0", "plughw:0", "default"]`.
+    public let chain: [String]
+    /// Requested device buffer and period, microseconds.
+    public let bufferTimeMicros: Int
+    public let periodTimeMicros: Int
+
+    // Owned by the control side while closed, by the render thread while open.
+    private var pcm: OpaquePointer?
+    private var pollDescriptors: UnsafeMutablePointer<pollfd>
+    private var pollCount = 0
+    private var negotiated: NegotiatedFormat?
+
+    public init(spec: String, chain: [String], bufferTimeMicros: Int = 500_000, periodTimeMicros: Int = 125_000) {
+        precondition(!chain.isEmpty)
+        self.spec = spec
+        self.chain = chain
+        self.bufferTimeMicros = bufferTimeMicros
+        self.periodTimeMicros = periodTimeMicros
+        pollDescriptors = .allocate(capacity: 17)
+        pollDescriptors.initialize(repeating: pollfd(), count: 17)
+        calsa_silence_library_errors()
+    }
+
+    deinit {
+        close()
+        pollDescriptors.deallocate()
+    }
+
+    /// The usual fallback chain for a device name: `hw:X` → `plughw:X` → `default`;
+    /// any other name → that name, then `default`.
+    public static func fallbackChain(for device: String) -> [String] {
+        var chain = [device]
+        if device.hasPrefix("hw:") { chain.append("plug" + device) }
+        if device != "default" { chain.append("default") }
+        return chain
+    }
+
+    public func open(_ requested: PCMFormat) throws(StreamError) -> NegotiatedFormat {
+        close()
+        var failures: [String] = []
+        for device in chain {
+            do {
+                var result = try openDevice(device, requested)
+                result.fallbacks = failures
+                negotiated = result
+                return result
+            } catch {
+                failures.append("\(device): \(error.message)")
+            }
+        }
+        throw StreamError(.outputUnavailable, "no ALSA device could be opened: " + failures.joined(separator: "; "))
+    }
+
+    private func check(_ ret: Int32, _ call: String, _ device: String) throws(StreamError) {
+        if ret < 0 {
+            throw StreamError(.outputUnavailable, "\(call)() failed: \(String(cString: snd_strerror(ret)))")
+        }
+    }
+
+    private func openDevice(_ device: String, _ requested: PCMFormat) throws(StreamError) -> NegotiatedFormat {
+        var handle: OpaquePointer?
+        try check(snd_pcm_open(&handle, device, SND_PCM_STREAM_PLAYBACK, SND_PCM_NONBLOCK), "snd_pcm_open", device)
+        guard let pcm = handle else { throw StreamError(.outputUnavailable, "snd_pcm_open() returned no handle") }
+        var ok = false
+        defer { if !ok { snd_pcm_close(pcm) } }
+
+        var hwp: OpaquePointer?
+        try check(snd_pcm_hw_params_malloc(&hwp), "snd_pcm_hw_params_malloc", device)
+        defer { snd_pcm_hw_params_free(hwp) }
+        try check(snd_pcm_hw_params_any(pcm, hwp), "snd_pcm_hw_params_any", device)
+        try check(snd_pcm_hw_params_set_access(pcm, hwp, SND_PCM_ACCESS_RW_INTERLEAVED), "snd_pcm_hw_params_set_access", device)
+
+        // Float first (no conversion at all), then the integer formats DACs take.
+        let candidates: [(DeviceSampleFormat, snd_pcm_format_t)] = [
+            (.float32, SND_PCM_FORMAT_FLOAT_LE), (.int32, SND_PCM_FORMAT_S32_LE), (.int16, SND_PCM_FORMAT_S16_LE),
+        ]
+        guard let chosen = candidates.first(where: { snd_pcm_hw_params_test_format(pcm, hwp, $0.1) == 0 }) else {
+            throw StreamError(.outputUnavailable, "snd_pcm_hw_params_test_format(): none of FLOAT_LE, S32_LE, S16_LE accepted")
+        }
+        try check(snd_pcm_hw_params_set_format(pcm, hwp, chosen.1), "snd_pcm_hw_params_set_format", device)
+
+        var channels = UInt32(requested.channels)
+        if snd_pcm_hw_params_set_channels(pcm, hwp, channels) < 0 {
+            try check(snd_pcm_hw_params_set_channels_near(pcm, hwp, &channels), "snd_pcm_hw_params_set_channels_near", device)
+        }
+        // Never let a hw: device resample behind our back; plug devices may.
+        if device.hasPrefix("hw:") { _ = snd_pcm_hw_params_set_rate_resample(pcm, hwp, 0) }
+        var rate = UInt32(requested.sampleRate)
+        var dir: Int32 = 0
+        try check(snd_pcm_hw_params_set_rate_near(pcm, hwp, &rate, &dir), "snd_pcm_hw_params_set_rate_near", device)
+        var bufferTime = UInt32(bufferTimeMicros)
+        try check(snd_pcm_hw_params_set_buffer_time_near(pcm, hwp, &bufferTime, &dir), "snd_pcm_hw_params_set_buffer_time_near", device)
+        var periodTime = UInt32(periodTimeMicros)
+        try check(snd_pcm_hw_params_set_period_time_near(pcm, hwp, &periodTime, &dir), "snd_pcm_hw_params_set_period_time_near", device)
+        try check(snd_pcm_hw_params(pcm, hwp), "snd_pcm_hw_params", device)
+
+        var bufferFrames: snd_pcm_uframes_t = 0
+        var periodFrames: snd_pcm_uframes_t = 0
+        try check(snd_pcm_hw_params_get_buffer_size(hwp, &bufferFrames), "snd_pcm_hw_params_get_buffer_size", device)
+        try check(snd_pcm_hw_params_get_period_size(hwp, &periodFrames, &dir), "snd_pcm_hw_params_get_period_size", device)
+
+        var swp: OpaquePointer?
+        try check(snd_pcm_sw_params_malloc(&swp), "snd_pcm_sw_params_malloc", device)
+        defer { snd_pcm_sw_params_free(swp) }
+        try check(snd_pcm_sw_params_current(pcm, swp), "snd_pcm_sw_params_current", device)
+        // Start as soon as one period is queued; wake when a period is free.
+        try check(snd_pcm_sw_params_set_start_threshold(pcm, swp, periodFrames), "snd_pcm_sw_params_set_start_threshold", device)
+        try check(snd_pcm_sw_params_set_avail_min(pcm, swp, periodFrames), "snd_pcm_sw_params_set_avail_min", device)
+        try check(snd_pcm_sw_params(pcm, swp), "snd_pcm_sw_params", device)
+
+        let count = Int(snd_pcm_poll_descriptors_count(pcm))
+        guard count > 0 && count <= 16 else {
+            throw StreamError(.outputUnavailable, "snd_pcm_poll_descriptors_count() returned \(count)")
+        }
+        _ = snd_pcm_poll_descriptors(pcm, pollDescriptors, UInt32(count))
+        pollCount = count
+        try check(snd_pcm_prepare(pcm), "snd_pcm_prepare", device)
+        self.pcm = pcm
+        ok = true
+        return NegotiatedFormat(device: device, pcm: PCMFormat(sampleRate: Int(rate), channels: Int(channels)),
+                                sampleFormat: chosen.0, periodFrames: Int(periodFrames),
+                                bufferFrames: Int(bufferFrames), fallbacks: [])
+    }
+
+    public func close() {
+        if let p = pcm {
+            snd_pcm_drop(p)
+            snd_pcm_close(p)
+            pcm = nil
+        }
+        pollCount = 0
+    }
+
+    /// The corresponding ALSA function is `snd_pcm_avail_update`.
+    public func writable() -> Int {
+        guard let p = pcm else { return -Int(EBADFD) }
+        return Int(snd_pcm_avail_update(p))
+    }
+
+    /// Polls the PCM's descriptors and `wakeDescriptor` together.
+    /// The corresponding ALSA functions are `snd_pcm_poll_descriptors_revents` and `poll`.
+    public func wait(frames: Int, wakeDescriptor: Int32, timeoutNanoseconds: Int) -> OutputWaitResult {
+        guard let p = pcm else { return .error(-EBADFD) }
+        let avail = snd_pcm_avail_update(p)
+        if avail < 0 { return .error(Int32(avail)) }
+        if Int(avail) >= frames { return .ready }
+        // A PCM that is prepared but not started never becomes writable by itself.
+        if snd_pcm_state(p) == SND_PCM_STATE_PREPARED { return .ready }
+        pollDescriptors[pollCount] = pollfd(fd: wakeDescriptor, events: Int16(POLLIN), revents: 0)
+        let ms = Int32(min(timeoutNanoseconds / 1_000_000 + 1, Int(Int32.max)))
+        let n = poll(pollDescriptors, nfds_t(pollCount + 1), ms)
+        if n == 0 { return .timeout }
+        if n < 0 { return errno == EINTR ? .timeout : .error(-errno) }
+        if pollDescriptors[pollCount].revents & Int16(POLLIN) != 0 {
+            EventFD.drain(wakeDescriptor)
+            return .woken
+        }
+        var revents: UInt16 = 0
+        let r = snd_pcm_poll_descriptors_revents(p, pollDescriptors, UInt32(pollCount), &revents)
+        if r < 0 { return .error(r) }
+        if revents & UInt16(POLLERR) != 0 {
+            let s = snd_pcm_state(p)
+            if s == SND_PCM_STATE_XRUN { return .error(-EPIPE) }
+            if s == SND_PCM_STATE_SUSPENDED { return .error(-ESTRPIPE) }
+            if s == SND_PCM_STATE_DISCONNECTED { return .error(-ENODEV) }
+            return .error(-EIO)
+        }
+        return revents & UInt16(POLLOUT) != 0 ? .ready : .timeout
+    }
+
+    /// The corresponding ALSA function is `snd_pcm_writei`.
+    public func write(_ samples: UnsafeRawPointer, frames: Int) -> Int {
+        guard let p = pcm else { return -Int(EBADFD) }
+        return Int(snd_pcm_writei(p, samples, snd_pcm_uframes_t(frames)))
+    }
+
+    /// The corresponding ALSA function is `snd_pcm_delay`.
+    public func delay() -> Int {
+        guard let p = pcm else { return 0 }
+        var d: snd_pcm_sframes_t = 0
+        if snd_pcm_delay(p, &d) < 0 { return 0 }
+        return max(0, Int(d))
+    }
+
+    /// The corresponding ALSA functions are `snd_pcm_drop` and `snd_pcm_prepare`.
+    public func drop() {
+        guard let p = pcm else { return }
+        snd_pcm_drop(p)
+        snd_pcm_prepare(p)
+    }
+
+    /// The corresponding ALSA function is `snd_pcm_rewindable`.
+    public func rewindable() -> Int {
+        guard let p = pcm else { return 0 }
+        return max(0, Int(snd_pcm_rewindable(p)))
+    }
+
+    /// The corresponding ALSA function is `snd_pcm_rewind`.
+    public func rewind(_ frames: Int) -> Int {
+        guard let p = pcm, frames > 0 else { return 0 }
+        return max(0, Int(snd_pcm_rewind(p, snd_pcm_uframes_t(frames))))
+    }
+
+    /// `-EPIPE` (underrun): prepare. `-ESTRPIPE` (system suspend): resume, then prepare if
+    /// the device cannot resume. Anything else stays.
+    /// The corresponding ALSA functions are `snd_pcm_prepare` and `snd_pcm_resume`.
+    public func recover(_ error: Int) -> Int {
+        guard let p = pcm else { return -Int(EBADFD) }
+        switch Int32(-error) {
+        case EPIPE:
+            return Int(min(0, snd_pcm_prepare(p)))
+        case ESTRPIPE:
+            var r: Int32 = -EAGAIN
+            var tries = 0
+            while r == -EAGAIN && tries < 100 {
+                r = snd_pcm_resume(p)
+                if r == -EAGAIN { var ts = timespec(tv_sec: 0, tv_nsec: 10_000_000); nanosleep(&ts, nil) }
+                tries += 1
+            }
+            if r < 0 { r = snd_pcm_prepare(p) }
+            return Int(min(0, r))
+        case EAGAIN:
+            return 0
+        default:
+            return error
+        }
+    }
+}

@@ -1,0 +1,46 @@
+import CLinux
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A joinable POSIX thread running one closure. Creating it allocates (the closure box);
+/// what the closure does afterwards is up to it.
+final class PThread {
+    private var handle = pthread_t()
+    private var joined = false
+
+    private final class Box {
+        let body: () -> Void
+        init(_ body: @escaping () -> Void) { self.body = body }
+    }
+
+    /// Starts `body` on a new thread named `name` (at most 15 bytes are kept).
+    init(name: String, _ body: @escaping @Sendable () -> Void) {
+        let box = Unmanaged.passRetained(Box(body)).toOpaque()
+        let r = pthread_create(&handle, nil, { arg in
+            let b = Unmanaged<Box>.fromOpaque(arg!).takeRetainedValue()
+            b.body()
+            return nil
+        }, box)
+        precondition(r == 0, "pthread_create() failed: \(r)")
+        _ = clinux_set_thread_name(handle, String(name.prefix(15)))
+    }
+
+    /// Waits for the thread to finish. Idempotent.
+    func join() {
+        guard !joined else { return }
+        joined = true
+        pthread_join(handle, nil)
+    }
+
+    deinit { join() }
+}
+
+/// Hands a non-Sendable value to exactly one other thread.
+///
+/// @unchecked Sendable invariant: after `init`, only the receiving thread touches
+/// `value` until that thread has been joined.
+struct Handoff<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}

@@ -1,0 +1,450 @@
+import CLinux
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The render thread's body: pulls periods from the ring and writes them to the output.
+///
+/// **Real-time rules** (JACK's list): nothing here allocates, locks, logs, awaits, builds
+/// a `String` or copies an existential. Everything it needs is allocated in `init`, which
+/// runs on the control side before the thread starts. Problems are counted in the
+/// atomics of ``RenderShared`` and reported by other threads.
+///
+/// Thread: render only (after init). Real-time safe: yes, except `init`/`deinit`.
+struct RenderLoop<Output: AudioOutput>: ~Copyable {
+    let shared: RenderShared
+    let output: Output
+    let format: NegotiatedFormat
+
+    private let channels: Int
+    private let period: Int
+    private let rampFrames: Int
+    /// Frames the ring must hold before playback (re)starts.
+    private let startThreshold: Int
+
+    // Preallocated buffers.
+    private let mix: UnsafeMutablePointer<Float>          // one period, float
+    private let device: UnsafeMutableRawPointer           // one period, device format
+
+    // Markers already taken from the queue, newest last (a small ring), so a rewind can
+    // map re-read frames to their source position again.
+    private let history: UnsafeMutablePointer<SegmentMarker>
+    private let historyCapacity = 64
+    private var historyCount = 0
+    private var historyHead = 0  // index of the next slot to write
+
+    // What was written to the device, newest last: (deviceStart, length, ringStart or -1 for silence).
+    private let pieces: UnsafeMutablePointer<(device: Int, length: Int, ring: Int)>
+    private let pieceCapacity = 256
+    private var pieceCount = 0
+    private var pieceHead = 0
+
+    private var state = RenderState.starting
+    private var deviceWritten = 0    // frames written to the device minus frames rewound
+    private var gain: Float = 0
+    private var gainTarget: Float = 1
+    private var gainStep: Float
+    private var ackedFlush: UInt64 = 0
+    private var generation: UInt64 = 0
+    private var lowWaterSignalled = false
+    private var pausedDeviceIdle = true
+
+    init(shared: RenderShared, output: Output, format: NegotiatedFormat) {
+        self.shared = shared
+        self.output = output
+        self.format = format
+        channels = format.pcm.channels
+        period = format.periodFrames
+        rampFrames = max(16, format.pcm.sampleRate / 200)  // 5 ms
+        gainStep = 1 / Float(max(16, format.pcm.sampleRate / 200))
+        startThreshold = min(format.periodFrames, shared.ring.capacity - shared.ring.retain)
+        mix = .allocate(capacity: period * channels)
+        mix.initialize(repeating: 0, count: period * channels)
+        device = .allocate(byteCount: period * channels * 4, alignment: 16)
+        device.initializeMemory(as: UInt8.self, repeating: 0, count: period * channels * 4)
+        history = .allocate(capacity: 64)
+        history.initialize(repeating: .empty, count: 64)
+        pieces = .allocate(capacity: 256)
+        pieces.initialize(repeating: (0, 0, -1), count: 256)
+        ackedFlush = shared.flushAck.load(ordering: .relaxed)
+    }
+
+    deinit {
+        mix.deallocate()
+        device.deallocate()
+        history.deallocate()
+        pieces.deallocate()
+    }
+
+    // MARK: - Loop
+
+    mutating func run() {
+        shared.realtimeResult.store(clinux_request_fifo(50), ordering: .relaxed)
+        while !shared.quit.load(ordering: .relaxed) {
+            if handleFlush() { continue }
+            let wantPlaying = shared.wantPlaying.load(ordering: .relaxed)
+            switch state {
+            case .failed:
+                EventFD.wait(shared.renderWake, timeoutNanoseconds: -1)
+            case .paused:
+                if wantPlaying {
+                    state = .starting
+                    publishState()
+                } else {
+                    idleWhilePaused()
+                }
+            case .draining:
+                drain()
+            case .starting:
+                if !wantPlaying {
+                    state = .paused
+                    publishState()
+                    continue
+                }
+                start()
+            case .running:
+                if !wantPlaying {
+                    pause()
+                } else {
+                    renderPeriod()
+                }
+            }
+        }
+        output.drop()
+    }
+
+    /// Drops everything on a flush request from the reader (seek, stop, new track).
+    private mutating func handleFlush() -> Bool {
+        let request = shared.flushRequest.load(ordering: .acquiring)  // see the reader's state before its request
+        guard request != ackedFlush else { return false }
+        output.drop()
+        shared.ring.discardAll()
+        shared.markers.removeAll()
+        historyCount = 0
+        pieceCount = 0
+        gain = 0
+        state = state == .failed ? .failed : .starting
+        lowWaterSignalled = false
+        pausedDeviceIdle = true
+        ackedFlush = request
+        shared.flushAck.store(request, ordering: .releasing)  // the ring is empty: the reader may refill
+        EventFD.signal(shared.readerWake)
+        publishState()
+        return true
+    }
+
+    /// Waits for the ring to hold enough to start, then starts with a ramp from silence.
+    private mutating func start() {
+        let available = shared.ring.readableFrames
+        let atEnd = shared.ring.consumerIndex + available >= shared.endIndex.load(ordering: .acquiring)
+        if available == 0 && atEnd {
+            // Nothing left of this stream: sleep until a command.
+            EventFD.wait(shared.renderWake, timeoutNanoseconds: -1)
+            return
+        }
+        if available < startThreshold && !atEnd {
+            shared.starving.store(true, ordering: .relaxed)
+            // Re-check after raising the flag so a push in between is not missed.
+            if shared.ring.readableFrames < startThreshold {
+                EventFD.signal(shared.readerWake)
+                EventFD.wait(shared.renderWake, timeoutNanoseconds: 200_000_000)
+            }
+            shared.starving.store(false, ordering: .relaxed)
+            return
+        }
+        // Ramp in from silence when starting mid-stream (resume, seek, after an underrun);
+        // a track that starts at its first frame starts exactly as it is.
+        if let m = shared.markers.peek(), m.ringIndex == shared.ring.consumerIndex, m.sourceFrame == 0 {
+            gain = 1
+        } else {
+            gain = 0
+        }
+        gainTarget = 1
+        state = .running
+        publishState()
+    }
+
+    /// Writes one period when the device has room for it.
+    private mutating func renderPeriod() {
+        let space = output.writable()
+        if space < 0 { recover(space); return }
+        if space < period {
+            let r = output.wait(frames: period, wakeDescriptor: shared.renderWake, timeoutNanoseconds: 1_000_000_000)
+            if case .error(let e) = r { recover(Int(e)) }
+            return
+        }
+        let end = shared.endIndex.load(ordering: .acquiring)
+        let consumer = shared.ring.consumerIndex
+        let available = shared.ring.readableFrames
+        var take = min(period, available)
+        let reachesEnd = consumer + take >= end
+        if reachesEnd { take = max(0, end - consumer) }
+        var frames = period
+        if take < period && !reachesEnd {
+            if !output.isRealTime {
+                // An unpaced output has no deadline: wait for the reader instead of padding.
+                if take == 0 {
+                    shared.starving.store(true, ordering: .relaxed)
+                    if shared.ring.readableFrames == 0 {
+                        EventFD.signal(shared.readerWake)
+                        EventFD.wait(shared.renderWake, timeoutNanoseconds: 200_000_000)
+                    }
+                    shared.starving.store(false, ordering: .relaxed)
+                    return
+                }
+                frames = take
+            } else {
+                // The ring ran dry while playing: pad with silence and count it.
+                shared.underruns.add(1, ordering: .relaxed)
+                EventFD.signal(shared.readerWake)
+            }
+        } else if reachesEnd {
+            frames = take
+        }
+        if frames > 0 {
+            writeFrames(frames, fromRing: take)
+        }
+        if reachesEnd {
+            state = .draining
+            publishState()
+        }
+        signalLowWater()
+    }
+
+    /// Reads `fromRing` frames (padding to `frames` with silence), applies the gain ramp,
+    /// converts and writes them. Records where they came from.
+    private mutating func writeFrames(_ frames: Int, fromRing: Int) {
+        let ringStart = shared.ring.consumerIndex
+        if fromRing > 0 {
+            takeMarkers(upTo: ringStart + fromRing)
+            shared.ring.read(into: mix, frames: fromRing)
+        }
+        if fromRing < frames {
+            (mix + fromRing * channels).update(repeating: 0, count: (frames - fromRing) * channels)
+        }
+        applyGain(frames: fromRing)
+        convert(frames: frames)
+        var done = 0
+        while done < frames {
+            let n = output.write(device + done * channels * format.sampleFormat.bytesPerSample, frames: frames - done)
+            if n == -Int(EAGAIN) {
+                _ = output.wait(frames: frames - done, wakeDescriptor: shared.renderWake, timeoutNanoseconds: 100_000_000)
+                continue
+            }
+            if n < 0 {
+                if recover(n) { continue }
+                break
+            }
+            done += n
+        }
+        if fromRing > 0 { record(ring: ringStart, length: fromRing) }
+        if done > fromRing { record(ring: -1, length: done - fromRing) }
+        if fromRing < frames { gain = 0 }  // after an underrun, come back with a ramp
+        shared.framesRendered.add(done, ordering: .relaxed)
+        publishHeard(advancing: true)
+    }
+
+    /// Pause: take back what the device has queued but not played (when it can rewind),
+    /// ramp out over 5 ms from the frame being heard, and stop.
+    private mutating func pause() {
+        let rewindable = output.rewindable()
+        if rewindable > 0 {
+            // Leave ~1 ms the hardware may already be fetching.
+            let keep = min(rewindable, format.pcm.sampleRate / 1000)
+            let got = output.rewind(rewindable - keep)
+            if got > 0 {
+                let ringBack = takeBack(deviceFrames: got)
+                shared.ring.rewind(min(ringBack, shared.ring.retain))
+            }
+        }
+        gainTarget = 0
+        let take = min(rampFrames, shared.ring.readableFrames, max(0, shared.endIndex.load(ordering: .acquiring) - shared.ring.consumerIndex))
+        if take > 0 { writeFrames(take, fromRing: take) }
+        gain = 0
+        gainTarget = 1
+        state = .paused
+        pausedDeviceIdle = false
+        publishState()
+    }
+
+    /// While paused: let the device play out its queue (the ramp), then stop it.
+    private mutating func idleWhilePaused() {
+        if !pausedDeviceIdle {
+            let queued = output.delay()
+            if queued > 0 {
+                let ns = Int(FrameTime.rescale(Int64(queued), 1_000_000_000, Int64(format.pcm.sampleRate)))
+                EventFD.wait(shared.renderWake, timeoutNanoseconds: ns + 1_000_000)
+                publishHeard(advancing: false)
+                return
+            }
+            output.drop()
+            pausedDeviceIdle = true
+            publishHeard(advancing: false)
+        }
+        EventFD.wait(shared.renderWake, timeoutNanoseconds: -1)
+    }
+
+    /// After the last frame: wait until the device has played it, then report the end.
+    private mutating func drain() {
+        let queued = output.delay()
+        if queued > 0 {
+            let ns = Int(FrameTime.rescale(Int64(queued), 1_000_000_000, Int64(format.pcm.sampleRate)))
+            EventFD.wait(shared.renderWake, timeoutNanoseconds: min(ns + 1_000_000, 100_000_000))
+            publishHeard(advancing: true)
+            return
+        }
+        output.drop()
+        publishHeard(advancing: false)
+        shared.endedGeneration.store(generation, ordering: .releasing)
+        state = .starting
+        publishState()
+        EventFD.signal(shared.readerWake)
+    }
+
+    /// Handles a negative errno from the device. Returns true when it can be used again.
+    @discardableResult
+    private mutating func recover(_ error: Int) -> Bool {
+        if error == -Int(EPIPE) { shared.deviceXruns.add(1, ordering: .relaxed) }
+        if error == -Int(ESTRPIPE) { shared.suspends.add(1, ordering: .relaxed) }
+        let r = output.recover(error)
+        if r == 0 {
+            gain = 0  // restart from silence with a ramp
+            return true
+        }
+        shared.deviceError.store(r, ordering: .relaxed)
+        state = .failed
+        publishState()
+        EventFD.signal(shared.readerWake)
+        return false
+    }
+
+    // MARK: - Gain and conversion
+
+    @inline(__always)
+    private mutating func applyGain(frames: Int) {
+        if gain == gainTarget && gain == 1 { return }
+        var g = gain
+        let target = gainTarget
+        let step = gainStep
+        for f in 0..<frames {
+            if g < target { g = min(target, g + step) } else if g > target { g = max(target, g - step) }
+            let base = mix + f * channels
+            for c in 0..<channels { base[c] *= g }
+        }
+        gain = g
+    }
+
+    @inline(__always)
+    private func convert(frames: Int) {
+        let n = frames * channels
+        switch format.sampleFormat {
+        case .float32:
+            device.copyMemory(from: mix, byteCount: n * 4)
+        case .int32:
+            let out = device.assumingMemoryBound(to: Int32.self)
+            for i in 0..<n {
+                let v = max(-1, min(mix[i], 1)) * 2147483648.0
+                out[i] = v >= 2147483647.0 ? Int32.max : Int32(v)
+            }
+        case .int16:
+            let out = device.assumingMemoryBound(to: Int16.self)
+            for i in 0..<n {
+                let v = max(-1, min(mix[i], 1)) * 32768.0
+                out[i] = v >= 32767.0 ? Int16.max : Int16(v.rounded(.toNearestOrEven))
+            }
+        }
+    }
+
+    // MARK: - Where frames came from
+
+    /// Moves markers that start before `ringEnd` from the queue into the history.
+    @inline(__always)
+    private mutating func takeMarkers(upTo ringEnd: Int) {
+        while let m = shared.markers.peek(), m.ringIndex < ringEnd {
+            shared.markers.pop()
+            history[historyHead] = m
+            historyHead = (historyHead + 1) % historyCapacity
+            historyCount = min(historyCount + 1, historyCapacity)
+            generation = m.generation
+        }
+    }
+
+    /// The marker in force at ring frame `index`, if still known.
+    @inline(__always)
+    private func marker(forRing index: Int) -> SegmentMarker? {
+        var i = 0
+        while i < historyCount {
+            let m = history[(historyHead - 1 - i + historyCapacity) % historyCapacity]
+            if m.ringIndex <= index { return m }
+            i += 1
+        }
+        return nil
+    }
+
+    @inline(__always)
+    private mutating func record(ring: Int, length: Int) {
+        pieces[pieceHead] = (deviceWritten, length, ring)
+        pieceHead = (pieceHead + 1) % pieceCapacity
+        pieceCount = min(pieceCount + 1, pieceCapacity)
+        deviceWritten += length
+    }
+
+    /// Forgets the newest `deviceFrames` written frames (rewound out of the device) and
+    /// returns how many of them came from the ring.
+    private mutating func takeBack(deviceFrames: Int) -> Int {
+        var left = deviceFrames
+        var ringFrames = 0
+        while left > 0 && pieceCount > 0 {
+            let idx = (pieceHead - 1 + pieceCapacity) % pieceCapacity
+            var p = pieces[idx]
+            let n = min(left, p.length)
+            if p.ring >= 0 { ringFrames += n }
+            p.length -= n
+            left -= n
+            deviceWritten -= n
+            if p.length == 0 {
+                pieceHead = idx
+                pieceCount -= 1
+            } else {
+                pieces[idx] = p
+            }
+        }
+        return ringFrames
+    }
+
+    /// Publishes the source frame being heard now: the device frame
+    /// `deviceWritten − delay`, mapped through the pieces and markers.
+    private mutating func publishHeard(advancing: Bool) {
+        let heardDevice = deviceWritten - output.delay()
+        var ringIndex = shared.ring.consumerIndex
+        var i = 0
+        while i < pieceCount {
+            let p = pieces[(pieceHead - 1 - i + pieceCapacity) % pieceCapacity]
+            if p.device <= heardDevice && heardDevice < p.device + p.length {
+                if p.ring >= 0 { ringIndex = p.ring + (heardDevice - p.device) }
+                break
+            }
+            if p.ring >= 0 && p.device > heardDevice { ringIndex = p.ring }  // silence or older: next ring frame
+            i += 1
+        }
+        guard let m = marker(forRing: ringIndex) else { return }
+        shared.publishPosition(frame: m.sourceFrame(atRing: ringIndex), generation: m.generation,
+                               advancing: advancing && state == .running, at: monotonicNanoseconds())
+    }
+
+    private func publishState() {
+        shared.state.store(state.rawValue, ordering: .relaxed)
+    }
+
+    private mutating func signalLowWater() {
+        let fill = shared.ring.fillLevel
+        if fill < shared.lowWater {
+            if !lowWaterSignalled {
+                lowWaterSignalled = true
+                EventFD.signal(shared.readerWake)
+            }
+        } else {
+            lowWaterSignalled = false
+        }
+    }
+}

@@ -1,0 +1,53 @@
+import Foundation
+import Logging
+import Synchronization
+import CoreStream
+
+/// Runs a ``PlaybackEngine`` with a `wav:` capture output and collects its events.
+public final class EngineHarness: @unchecked Sendable {
+    public let engine: PlaybackEngine
+    public let capturePath: String
+    private final class EventLog: Sendable { let list = Mutex<[PlaybackEngine.Event]>([]) }
+    private let events = EventLog()
+
+    /// - Parameter paced: pace the capture like a sound card (true) or take audio as
+    ///   fast as it comes (false).
+    public init(paced: Bool, bufferMillis: Int = 200, periodMillis: Int = 50, name: String = #function) {
+        let safe = name.filter { $0.isLetter || $0.isNumber }
+        capturePath = NSTemporaryDirectory() + "playd-capture-\(getpid())-\(safe)-\(UInt32.random(in: 0...UInt32.max)).wav"
+        var config = PlaybackEngine.Configuration()
+        config.output = "wav:\(capturePath)" + (paced ? "" : "?pace=off")
+        config.bufferMillis = bufferMillis
+        config.periodMillis = periodMillis
+        var logger = Logger(label: "test")
+        logger.logLevel = .warning
+        let sink = events
+        engine = PlaybackEngine(configuration: config, logger: logger) { e in sink.list.withLock { $0.append(e) } }
+    }
+
+    public var recordedEvents: [PlaybackEngine.Event] { events.list.withLock { $0 } }
+
+    /// Polls until `condition` holds or `seconds` pass. Returns whether it held.
+    @discardableResult
+    public func wait(seconds: Double, until condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if condition() { return true }
+            usleep(2_000)
+        }
+        return condition()
+    }
+
+    /// Waits for the current track to end (state stopped).
+    @discardableResult
+    public func waitForEnd(seconds: Double = 30) -> Bool {
+        wait(seconds: seconds) { engine.status().state == .stopped }
+    }
+
+    /// Shuts the engine down (closing the WAV file) and reads the capture.
+    public func finishCapture() throws -> WAVFile {
+        engine.shutdown()
+        defer { try? FileManager.default.removeItem(atPath: capturePath) }
+        return try WAVFile(path: capturePath)
+    }
+}
