@@ -57,7 +57,8 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         period = format.periodFrames
         rampFrames = max(16, format.pcm.sampleRate / 200)  // 5 ms
         gainStep = 1 / Float(max(16, format.pcm.sampleRate / 200))
-        startThreshold = min(format.periodFrames, shared.ring.capacity - shared.ring.retain)
+        // Two periods: one to write now, one in hand while the reader keeps ahead.
+        startThreshold = min(2 * format.periodFrames, shared.ring.capacity - shared.ring.retain)
         mix = .allocate(capacity: period * channels)
         mix.initialize(repeating: 0, count: period * channels)
         device = .allocate(byteCount: period * channels * 4, alignment: 16)
@@ -181,13 +182,20 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         if reachesEnd { take = max(0, end - consumer) }
         var frames = period
         if take < period && !reachesEnd {
-            if !output.isRealTime {
-                // An unpaced output has no deadline: wait for the reader instead of padding.
+            // Short of data. While the device still has more than a period queued there is
+            // no deadline yet: write what there is and wait for the reader. Only when the
+            // device is about to starve (or for an unpaced output, never) pad with silence.
+            let queued = output.isRealTime ? output.delay() : Int.max
+            let safety = max(period / 4, format.pcm.sampleRate / 200)
+            if queued > safety || !output.isRealTime {
                 if take == 0 {
                     shared.starving.store(true, ordering: .relaxed)
                     if shared.ring.readableFrames == 0 {
                         EventFD.signal(shared.readerWake)
-                        EventFD.wait(shared.renderWake, timeoutNanoseconds: 200_000_000)
+                        let slack = output.isRealTime
+                            ? Int(FrameTime.rescale(Int64(queued - safety), 1_000_000_000, Int64(format.pcm.sampleRate)))
+                            : 200_000_000
+                        EventFD.wait(shared.renderWake, timeoutNanoseconds: max(slack, 100_000))
                     }
                     shared.starving.store(false, ordering: .relaxed)
                     return

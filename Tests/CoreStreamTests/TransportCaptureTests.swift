@@ -1,0 +1,127 @@
+import Foundation
+import Testing
+import CoreStream
+import CoreStreamTestSupport
+
+/// Pause, resume, seek and stop while playing, checked frame by frame in what the
+/// paced `wav:` output captured, against the ffmpeg CLI's decode.
+@Suite("Transport while playing, checked in the capture", .serialized)
+struct TransportCaptureTests {
+    let fixture = Fixtures.named("flac-44100-2.flac")
+
+    /// Index of the first frame where `capture` differs from `reference` (from `from`).
+    func firstMismatch(_ capture: [Float], _ reference: [Float], channels: Int, from: Int = 0) -> Int? {
+        var f = from
+        while (f + 1) * channels <= min(capture.count, reference.count) {
+            for c in 0..<channels where capture[f * channels + c] != reference[f * channels + c] { return f }
+            f += 1
+        }
+        return nil
+    }
+
+    @Test func pauseAndResumeLoseAndRepeatNothing() throws {
+        let h = EngineHarness(paced: true)
+        try h.engine.play(path: fixture.path)
+        usleep(600_000)
+        h.engine.pause()
+        #expect(h.wait(seconds: 2) { h.engine.status().state == .paused })
+        usleep(100_000)
+        let pausedAt = h.engine.status().positionFrames
+        usleep(300_000)
+        #expect(h.engine.status().positionFrames == pausedAt, "position moves while paused")
+        h.engine.resume()
+        #expect(h.waitForEnd())
+        let capture = try h.finishCapture()
+        let reference = try Reference.decode(fixture.path)
+        let ch = fixture.channels
+        // Nothing lost, nothing repeated: the capture has exactly the track's frames.
+        #expect(capture.frames == reference.count / ch)
+        // It equals the reference except one ramp-out (5 ms) followed by one ramp-in.
+        let ramp = fixture.sampleRate / 200
+        let p = try #require(firstMismatch(capture.samples, reference, channels: ch))
+        #expect(abs(Int64(p) - pausedAt) <= Int64(ramp) + 2, "pause point \(p) vs reported position \(pausedAt)")
+        let resumeEnd = p + 2 * ramp + 2
+        #expect(firstMismatch(capture.samples, reference, channels: ch, from: resumeEnd) == nil,
+                "capture differs from the reference after the resume ramp")
+        // Inside the ramps the signal is attenuated, never louder, never sign-flipped.
+        for i in (p * ch)..<(resumeEnd * ch) {
+            #expect(abs(capture.samples[i]) <= abs(reference[i]) + 1e-7)
+            #expect(capture.samples[i] * reference[i] >= 0)
+        }
+        #expect(h.engine.status().underruns == 0)
+    }
+
+    @Test func seekWhilePlayingLandsOnTheExactFrame() throws {
+        let h = EngineHarness(paced: true)
+        try h.engine.play(path: fixture.path)
+        usleep(500_000)
+        let target: Int64 = 100_003
+        try h.engine.seek(to: target)
+        #expect(h.wait(seconds: 2) { h.engine.status().positionFrames >= target })
+        #expect(h.waitForEnd())
+        let capture = try h.finishCapture()
+        let reference = try Reference.decode(fixture.path)
+        let ch = fixture.channels
+        let total = reference.count / ch
+        let cut = try #require(firstMismatch(capture.samples, reference, channels: ch))
+        // After the cut, the capture is the source from `target`, with a 5 ms ramp-in.
+        #expect(capture.frames == cut + (total - Int(target)))
+        let ramp = fixture.sampleRate / 200
+        let after = Array(capture.samples[((cut + ramp + 1) * ch)...])
+        let expected = Array(reference[((Int(target) + ramp + 1) * ch)...])
+        #expect(after.count == expected.count)
+        #expect(after.elementsEqual(expected), "capture after the seek differs from the source from \(target)")
+    }
+
+    @Test func stopSilencesAndAllowsReplay() throws {
+        let h = EngineHarness(paced: true)
+        try h.engine.play(path: fixture.path)
+        usleep(400_000)
+        h.engine.stop()
+        #expect(h.engine.status().state == .stopped)
+        #expect(h.engine.status().track == nil)
+        usleep(300_000)
+        try h.engine.play(path: fixture.path, from: 120_000)
+        #expect(h.waitForEnd())
+        let capture = try h.finishCapture()
+        let reference = try Reference.decode(fixture.path)
+        let ch = fixture.channels
+        let total = reference.count / ch
+        // Part of the first play, then exactly the tail from 120000 (after its ramp-in).
+        let cut = try #require(firstMismatch(capture.samples, reference, channels: ch))
+        #expect(cut > 0 && cut < 44_100)
+        #expect(capture.frames == cut + total - 120_000)
+    }
+
+    @Test func aBadFileKeepsTheCurrentTrackPlaying() throws {
+        let h = EngineHarness(paced: true)
+        try h.engine.play(path: fixture.path)
+        usleep(200_000)
+        #expect(throws: StreamError.self) { try h.engine.play(path: "/nonexistent/x.flac") }
+        #expect(throws: StreamError.self) { try h.engine.seek(to: -5) }
+        #expect(h.engine.status().state == .playing)
+        #expect(h.engine.status().track?.path == fixture.path)
+        #expect(h.waitForEnd())
+        let capture = try h.finishCapture()
+        let reference = try Reference.decode(fixture.path)
+        #expect(capture.samples.count == reference.count)
+        #expect(capture.samples.elementsEqual(reference), "capture differs from the reference")
+    }
+
+    @Test func positionIsTheFrameBeingHeard() throws {
+        // A paced output with a 400 ms buffer: the decoded position runs ahead by the
+        // buffer, the reported one must not.
+        let h = EngineHarness(paced: true, bufferMillis: 400, periodMillis: 100)
+        let start = Date()
+        try h.engine.play(path: fixture.path)
+        usleep(1_000_000)
+        let pos = h.engine.status().positionFrames
+        let elapsed = Date().timeIntervalSince(start)
+        let expected = elapsed * Double(fixture.sampleRate)
+        // Within 60 ms of wall time (thread start-up, scheduling on a shared machine).
+        #expect(abs(Double(pos) - expected) < 0.06 * Double(fixture.sampleRate),
+                "position \(pos) after \(elapsed) s")
+        h.engine.stop()
+        _ = try h.finishCapture()
+    }
+}
