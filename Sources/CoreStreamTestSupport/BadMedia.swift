@@ -16,10 +16,7 @@ public enum BadMedia {
         let fm = FileManager.default
         try fm.createDirectory(atPath: directory, withIntermediateDirectories: true)
         func path(_ n: String) -> String { directory + "/" + n }
-        func ffmpeg(_ args: [String]) throws {
-            let r = try Shell.run(["ffmpeg", "-nostdin", "-v", "error", "-y"] + args)
-            guard r.status == 0 else { throw FixtureError("ffmpeg \(args): \(r.stderr)") }
-        }
+        func ffmpeg(_ args: [String]) throws { try Shell.ffmpeg(args) }
         var cases: [Case] = []
         cases.append(Case(name: "nonexistent path", path: path("does-not-exist.flac"), expectedCode: "file_not_found"))
 

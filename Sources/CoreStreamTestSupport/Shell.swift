@@ -8,6 +8,12 @@ public enum Shell {
         public var stderr: String
     }
 
+    /// Runs the ffmpeg CLI quietly; throws with its stderr when it fails.
+    public static func ffmpeg(_ arguments: [String]) throws {
+        let r = try run(["ffmpeg", "-nostdin", "-v", "error", "-y"] + arguments)
+        guard r.status == 0 else { throw FixtureError("ffmpeg \(arguments.joined(separator: " ")): \(r.stderr)") }
+    }
+
     /// Runs `argv` (argv[0] looked up on PATH when it has no slash) to completion.
     @discardableResult
     public static func run(_ argv: [String], environment: [String: String]? = nil) throws -> Output {

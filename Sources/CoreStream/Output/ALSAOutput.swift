@@ -191,6 +191,10 @@ public final class ALSAOutput: AudioOutput {
     /// The corresponding ALSA function is `snd_pcm_delay`.
     public func delay() -> Int {
         guard let p = pcm else { return 0 }
+        let state = snd_pcm_state(p)
+        // Not running: nothing is being played out (an XRUN has emptied the queue; a
+        // prepared PCM plays nothing until started).
+        if state != SND_PCM_STATE_RUNNING && state != SND_PCM_STATE_DRAINING && state != SND_PCM_STATE_PREPARED { return 0 }
         var d: snd_pcm_sframes_t = 0
         if snd_pcm_delay(p, &d) < 0 { return 0 }
         return max(0, Int(d))
@@ -213,6 +217,12 @@ public final class ALSAOutput: AudioOutput {
     public func rewind(_ frames: Int) -> Int {
         guard let p = pcm, frames > 0 else { return 0 }
         return max(0, Int(snd_pcm_rewind(p, snd_pcm_uframes_t(frames))))
+    }
+
+    /// The corresponding ALSA function is `snd_pcm_start`.
+    public func startIfPrepared() {
+        guard let p = pcm, snd_pcm_state(p) == SND_PCM_STATE_PREPARED else { return }
+        snd_pcm_start(p)
     }
 
     /// `-EPIPE` (underrun): prepare. `-ESTRPIPE` (system suspend): resume, then prepare if

@@ -78,6 +78,9 @@ public protocol AudioOutput: AnyObject {
     func rewindable() -> Int
     /// Takes back up to `frames` queued frames, newest first; returns how many.
     func rewind(_ frames: Int) -> Int
+    /// Starts playback of what is queued if the device waits for more before starting
+    /// (a stream shorter than the start threshold).
+    func startIfPrepared()
     /// Recovers from a negative errno returned by another call. Returns 0 when the device
     /// is usable again, or the errno that stays (e.g. `-ENODEV`).
     func recover(_ error: Int) -> Int

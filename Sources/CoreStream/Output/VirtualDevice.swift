@@ -160,6 +160,9 @@ public class VirtualDevice: AudioOutput {
         return n
     }
 
+    /// The clock starts on the first write; nothing waits for a threshold.
+    public func startIfPrepared() {}
+
     public func recover(_ error: Int) -> Int { 0 }
 }
 

@@ -48,6 +48,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     private var generation: UInt64 = 0
     private var lowWaterSignalled = false
     private var pausedDeviceIdle = true
+    private var drainDeadline: UInt64 = 0
 
     init(shared: RenderShared, output: Output, format: NegotiatedFormat) {
         self.shared = shared
@@ -127,6 +128,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         state = state == .failed ? .failed : .starting
         lowWaterSignalled = false
         pausedDeviceIdle = true
+        drainDeadline = 0
         ackedFlush = request
         shared.flushAck.store(request, ordering: .releasing)  // the ring is empty: the reader may refill
         EventFD.signal(shared.readerWake)
@@ -295,12 +297,20 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     /// After the last frame: wait until the device has played it, then report the end.
     private mutating func drain() {
         let queued = output.delay()
-        if queued > 0 {
+        let now = monotonicNanoseconds()
+        if drainDeadline == 0 {
+            output.startIfPrepared()
+            // Some devices (ALSA's pulse plugin) keep reporting a delay once the stream has
+            // run dry, so the drain is also bounded by how long the queue takes to play.
+            drainDeadline = now + UInt64(FrameTime.rescale(Int64(queued), 1_000_000_000, Int64(format.pcm.sampleRate))) + 150_000_000
+        }
+        if queued > 0 && now < drainDeadline {
             let ns = Int(FrameTime.rescale(Int64(queued), 1_000_000_000, Int64(format.pcm.sampleRate)))
             EventFD.wait(shared.renderWake, timeoutNanoseconds: min(ns + 1_000_000, 100_000_000))
             publishHeard(advancing: true)
             return
         }
+        drainDeadline = 0
         output.drop()
         publishHeard(advancing: false)
         shared.endedGeneration.store(generation, ordering: .releasing)

@@ -1,0 +1,149 @@
+import Foundation
+import Logging
+import Testing
+import CoreStream
+import CoreStreamTestSupport
+
+/// The real ALSA path. `scripts/test` starts a headless PulseAudio (scripts/pulse) and
+/// sets PLAYD_REQUIRE_PULSE=1, so in CI these tests run and must pass; run by hand
+/// without a PulseAudio server they are skipped.
+enum PulseEnvironment {
+    static var server: String? { ProcessInfo.processInfo.environment["PULSE_SERVER"] }
+    static var required: Bool { ProcessInfo.processInfo.environment["PLAYD_REQUIRE_PULSE"] == "1" }
+    static var enabled: Bool { server != nil || required }
+}
+
+@Suite("ALSA output", .serialized)
+struct ALSATests {
+    func engine(_ spec: String) -> PlaybackEngine {
+        var config = PlaybackEngine.Configuration()
+        config.output = spec
+        var logger = Logger(label: "test")
+        logger.logLevel = .warning
+        return PlaybackEngine(configuration: config, logger: logger)
+    }
+
+    @Test func playsThroughTheNullPCM() throws {
+        let e = engine("alsa:null")
+        defer { e.shutdown() }
+        try e.play(path: Fixtures.named("mp3cbr-44100-2.mp3").path)
+        let s = e.status()
+        #expect(s.output?.device == "null")
+        #expect(s.output?.pcm.sampleRate == 44100)
+        let deadline = Date().addingTimeInterval(10)
+        while e.status().state != .stopped && Date() < deadline { usleep(5_000) }
+        #expect(e.status().state == .stopped)
+    }
+
+    @Test func anUnknownDeviceFallsBackAlongTheChain() throws {
+        // hw:7 does not exist here; plughw:7 neither; the chain ends at "null".
+        let out = try OutputSpec.make("alsa:hw:7|plughw:7|null")
+        let negotiated = try out.open(PCMFormat(sampleRate: 48000, channels: 2))
+        defer { out.close() }
+        #expect(negotiated.device == "null")
+        #expect(negotiated.fallbacks.count == 2)
+        #expect(negotiated.fallbacks[0].hasPrefix("hw:7: snd_pcm_open() failed"))
+    }
+
+    @Test func noDeviceAtAllIsATypedError() {
+        #expect(throws: StreamError.self) {
+            let out = try OutputSpec.make("alsa:hw:9|plughw:9")
+            _ = try out.open(PCMFormat(sampleRate: 48000, channels: 2))
+        }
+        do {
+            let out = try OutputSpec.make("alsa:hw:9")
+            _ = try out.open(PCMFormat(sampleRate: 48000, channels: 2))
+        } catch {
+            #expect(error.code == .outputUnavailable || error.message.contains("default"))
+        }
+    }
+
+    @Test(arguments: ["bogus", "alsa:", "wav:", "null?pace=maybe", "null?buffer_time=0", "null?color=red", "null?buffer_time=100&period_time=200"])
+    func badSpecsAreRefused(_ spec: String) {
+        #expect(throws: StreamError.self) { _ = try OutputSpec.make(spec) }
+    }
+
+    /// Plays a 440/1000 Hz tone through ALSA's pulse PCM into PulseAudio's null sink,
+    /// records the sink's monitor with parec, and checks frequency, level, length and
+    /// that no gap appears.
+    @Test(.enabled(if: PulseEnvironment.enabled))
+    func playsThroughPulseAudioInRealTime() throws {
+        try #require(PulseEnvironment.server != nil, "PLAYD_REQUIRE_PULSE is set but PULSE_SERVER is not: start scripts/pulse")
+        let dir = NSTemporaryDirectory() + "playd-pulse-test-\(getpid())"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let tone = dir + "/tone.flac"
+        let seconds = 3.0
+        // Half a second of silence first: PulseAudio's monitor source misses the first
+        // ~120 ms after the null sink wakes from idle (aplay loses the same).
+        let lead = 0.5
+        let left = "if(gte(t,\(lead)),0.125*sin(2*PI*440*t),0)"
+        let right = "if(gte(t,\(lead)),0.125*sin(2*PI*1000*t),0)"
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "aevalsrc='\(left)|\(right)':s=48000:d=\(lead + seconds)",
+                          "-c:a", "flac", tone])
+        let raw = dir + "/capture.raw"
+        let parec = Process()
+        parec.executableURL = URL(fileURLWithPath: "/usr/bin/parec")
+        parec.arguments = ["-d", "s.monitor", "--format=s16le", "--rate=48000", "--channels=2", "--latency-msec=20", raw]
+        parec.standardOutput = FileHandle.nullDevice
+        parec.standardError = FileHandle.nullDevice
+        try parec.run()
+        // The test runner's blocked-signal mask is inherited, so parec never sees SIGINT
+        // or SIGTERM: SIGKILL it once the tone's tail (300 ms ago) is on disk.
+        var parecStopped = false
+        func stopParec() {
+            guard !parecStopped else { return }
+            parecStopped = true
+            kill(parec.processIdentifier, SIGKILL)
+            parec.waitUntilExit()
+        }
+        defer { stopParec() }
+        usleep(300_000)
+        let e = engine("alsa:pulse")
+        let started = Date()
+        try e.play(path: tone)
+        let deadline = Date().addingTimeInterval(lead + seconds + 5)
+        while e.status().state != .stopped && Date() < deadline { usleep(5_000) }
+        let wall = Date().timeIntervalSince(started)
+        let status = e.status()
+        e.shutdown()
+        usleep(300_000)
+        stopParec()
+        let total = lead + seconds
+
+        #expect(status.state == .stopped)
+        #expect(status.underruns == 0)
+        // Paced in real time, not dumped at once.
+        #expect(wall > total * 0.95 && wall < total + 1.5, "wall time \(wall) s for \(total) s")
+
+        let data = try Data(contentsOf: URL(fileURLWithPath: raw))
+        let samples = data.withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }.map { Float($0) / 32768 }
+        let frames = samples.count / 2
+        // The sounding region: first and last 10 ms windows with signal.
+        let window = 480
+        var rms: [Float] = []
+        for w in 0..<(frames / window) {
+            var sum: Float = 0
+            for f in (w * window)..<((w + 1) * window) { sum += samples[2 * f] * samples[2 * f] }
+            rms.append((sum / Float(window)).squareRoot())
+        }
+        let expectedRMS: Float = 0.125 / Float(2).squareRoot()  // lavfi sine amplitude 1/8
+        let loud = rms.indices.filter { rms[$0] > expectedRMS * 0.5 }
+        let first = try #require(loud.first, "nothing audible was recorded")
+        let last = loud.last!
+        let duration = Double(last - first + 1) * Double(window) / 48000
+        #expect(abs(duration - seconds) < 0.05, "recorded \(duration) s of tone")
+        // No gap: every window in the region is at the tone's level.
+        let inner = rms[(first + 1)..<last]
+        #expect(inner.allSatisfy { abs($0 - expectedRMS) < expectedRMS * 0.1 }, "a window fell out of level: gap or glitch")
+        // Frequency by zero crossings, left 440 Hz and right 1000 Hz.
+        func frequency(channel: Int) -> Double {
+            var crossings = 0
+            let a = (first + 1) * window, b = last * window
+            for f in a..<(b - 1) where (samples[2 * f + channel] < 0) != (samples[2 * (f + 1) + channel] < 0) { crossings += 1 }
+            return Double(crossings) / 2 / (Double(b - a) / 48000)
+        }
+        #expect(abs(frequency(channel: 0) - 440) < 2)
+        #expect(abs(frequency(channel: 1) - 1000) < 2)
+    }
+}
