@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import CoreStream
 #if canImport(Glibc)
@@ -48,10 +49,10 @@ struct RingTests {
     /// A producer and a consumer thread hammer the ring with a counting sequence; every
     /// frame must arrive once, in order, with both channels intact. Run under TSan by
     /// `scripts/test` (`swift test --sanitize=thread --filter RingTests`).
-    @Test func concurrentProducerAndConsumer() async {
+    @Test func concurrentProducerAndConsumer() {
         let ring = FrameRing(minimumCapacity: 1024, retain: 128, channels: 2)
         let total = 300_000
-        let consumer = Task.detached { () -> Bool in
+        let consumer = OSThread { () -> Bool in
             var expected: Float = 0
             let buf = UnsafeMutablePointer<Float>.allocate(capacity: 512 * 2)
             defer { buf.deallocate() }
@@ -79,7 +80,7 @@ struct RingTests {
             }
             return ok
         }
-        let producer = Task.detached {
+        let producer = OSThread { () -> Bool in
             var value: Float = 0
             let buf = UnsafeMutablePointer<Float>.allocate(capacity: 700 * 2)
             defer { buf.deallocate() }
@@ -98,15 +99,16 @@ struct RingTests {
                 ring.write(buf, frames: n)
                 sent += n
             }
+            return true
         }
-        await producer.value
-        #expect(await consumer.value)
+        #expect(producer.join())
+        #expect(consumer.join())
     }
 
-    @Test func queuePreservesOrderAcrossThreads() async {
+    @Test func queuePreservesOrderAcrossThreads() {
         let q = SPSCQueue<Int>(minimumCapacity: 16, filler: 0)
         let n = 50_000
-        let consumer = Task.detached { () -> Bool in
+        let consumer = OSThread { () -> Bool in
             var expected = 0
             while expected < n {
                 if let v = q.pop() {
@@ -118,6 +120,26 @@ struct RingTests {
         }
         var i = 0
         while i < n { if q.push(i) { i += 1 } else { sched_yield() } }
-        #expect(await consumer.value)
+        #expect(consumer.join())
+    }
+}
+
+/// A real thread (not a task on the cooperative pool, which has as many threads as
+/// cores: two spinning tasks there can starve the ones they wait for).
+final class OSThread<T: Sendable>: @unchecked Sendable {
+    // @unchecked Sendable: `result` is written by the thread before `done` is signalled
+    // and read only after waiting on `done`.
+    private var result: T?
+    private let done = DispatchSemaphore(value: 0)
+    init(_ body: @escaping @Sendable () -> T) {
+        let t = Thread { [self] in
+            self.result = body()
+            self.done.signal()
+        }
+        t.start()
+    }
+    func join() -> T {
+        done.wait()
+        return result!
     }
 }
