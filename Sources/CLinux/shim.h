@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <pthread.h>
 #include <sched.h>
+#include <malloc.h>
 
 static inline int clinux_eventfd_nonblocking(void) {
     return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -33,6 +34,16 @@ static inline int clinux_wait_readable(int fd, long long timeout_ns) {
     int r = ppoll(&p, 1, tp, NULL);
     if (r < 0) return -1;
     return (r > 0 && (p.revents & POLLIN)) ? 1 : 0;
+}
+
+/// Caps glibc's malloc arenas (mallopt(M_ARENA_MAX)). Returns 1 on success.
+static inline int clinux_limit_malloc_arenas(int arenas) {
+    return mallopt(M_ARENA_MAX, arenas);
+}
+
+/// Returns free heap pages to the kernel (malloc_trim). Not real-time safe.
+static inline int clinux_malloc_trim(void) {
+    return malloc_trim(0);
 }
 
 /// Names a thread (at most 15 bytes are kept) for ps/top/gdb.

@@ -47,6 +47,7 @@ struct Playd: ParsableCommand {
     var files: [String] = []
 
     func run() throws {
+        ProcessTuning.limitMallocArenas()
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
@@ -79,9 +80,11 @@ struct Playd: ParsableCommand {
         var failures = 0
         for (i, file) in playlist.enumerated() {
             do {
-                let info = try AudioDecoder(path: file).info
-                let from = i == 0 ? FrameTime.frames(seconds: start, rate: info.sampleRate) : 0
-                try engine.play(path: file, from: from)
+                if i == 0 && start > 0 {
+                    try engine.play(path: file, fromSeconds: start)
+                } else {
+                    try engine.play(path: file)
+                }
             } catch {
                 logger.error("cannot play", metadata: ["track.path": "\(file)", "error.code": "\(error.code)", "error": "\(error.message)"])
                 failures += 1

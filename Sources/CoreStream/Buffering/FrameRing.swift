@@ -8,7 +8,8 @@ import Synchronization
 ///   The identities cannot be interchanged while the ring is in use.
 /// - Capacity is a power of two, in frames; a frame is `channels` samples.
 /// - `reset(channels:)` is **not** thread-safe: call it only while neither side runs.
-/// - Storage is allocated and pre-faulted once, in `init`; nothing allocates after.
+/// - Storage is allocated and pre-faulted in `init` and in `reset` (when the frame
+///   width changes); the producer and consumer methods never allocate.
 ///
 /// ## Layout
 /// The cursors are monotonically increasing frame counts (an `Int` does not wrap in
@@ -52,8 +53,7 @@ public final class FrameRing: @unchecked Sendable {
     public private(set) var channels: Int
 
     private let mask: Int
-    private let storage: UnsafeMutablePointer<Float>
-    private let maxChannels: Int
+    private var storage: UnsafeMutablePointer<Float>
 
     /// Written by the producer only (release); read by both.
     private let writeCursor = Atomic<Int>(0)
@@ -63,20 +63,24 @@ public final class FrameRing: @unchecked Sendable {
     /// - Parameters:
     ///   - minimumCapacity: frames; rounded up to a power of two.
     ///   - retain: frames kept behind the read cursor for rewinds; must be below capacity.
-    ///   - channels: initial samples per frame.
-    ///   - maxChannels: the largest `channels` a later `reset` may set (sizes the storage).
-    public init(minimumCapacity: Int, retain: Int = 0, channels: Int, maxChannels: Int = 8) {
-        precondition(minimumCapacity > 0 && channels > 0 && channels <= maxChannels)
+    ///   - channels: samples per frame (``reset(channels:)`` may change it).
+    public init(minimumCapacity: Int, retain: Int = 0, channels: Int) {
+        precondition(minimumCapacity > 0 && channels > 0)
         var cap = 1
         while cap < minimumCapacity + retain { cap <<= 1 }
         self.capacity = cap
         self.mask = cap - 1
         self.retain = retain
         self.channels = channels
-        self.maxChannels = maxChannels
-        storage = .allocate(capacity: cap * maxChannels)
-        // Pre-fault every page now so the first pass of the render thread takes no page faults.
-        storage.initialize(repeating: 0, count: cap * maxChannels)
+        storage = Self.allocateStorage(cap * channels)
+    }
+
+    /// Allocates and pre-faults every page now, so the render thread takes no page
+    /// faults on its first pass.
+    private static func allocateStorage(_ samples: Int) -> UnsafeMutablePointer<Float> {
+        let p = UnsafeMutablePointer<Float>.allocate(capacity: samples)
+        p.initialize(repeating: 0, count: samples)
+        return p
     }
 
     deinit { storage.deallocate() }
@@ -84,7 +88,11 @@ public final class FrameRing: @unchecked Sendable {
     /// Empties the ring and sets the frame width. **Not thread-safe**: call only while
     /// neither the producer nor the consumer is running.
     public func reset(channels: Int) {
-        precondition(channels > 0 && channels <= maxChannels)
+        precondition(channels > 0)
+        if channels != self.channels {
+            storage.deallocate()
+            storage = Self.allocateStorage(capacity * channels)
+        }
         self.channels = channels
         writeCursor.store(0, ordering: .relaxed)
         readCursor.store(0, ordering: .relaxed)

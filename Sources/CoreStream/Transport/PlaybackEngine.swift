@@ -30,8 +30,11 @@ public final class PlaybackEngine: @unchecked Sendable {
         /// Device buffer and period, milliseconds.
         public var bufferMillis: Int = OutputSpec.defaultBufferMillis
         public var periodMillis: Int = OutputSpec.defaultPeriodMillis
-        /// Ring capacity in frames (rounded up to a power of two). 2^17 is ~2.7 s at 48 kHz.
-        public var ringFrames: Int = 1 << 17
+        /// Frames the reader may keep decoded ahead (the ring's usable capacity; the ring
+        /// adds 32 Ki frames of retained history and rounds up to a power of two).
+        /// 32 Ki frames is 0.68 s at 48 kHz on top of the device's own buffer; the whole
+        /// ring is 64 Ki frames, 512 KiB of float stereo.
+        public var ringFrames: Int = 32 * 1024
         public init() {}
     }
 
@@ -104,9 +107,10 @@ public final class PlaybackEngine: @unchecked Sendable {
         self.onEvent = onEvent
         // The producer keeps one device buffer's worth behind the read cursor so pause can
         // take back what the device had queued (see FrameRing.rewind).
+        // 32 Ki frames covers a device buffer of up to ~680 ms at 48 kHz.
         let retain = 1 << 15
         shared = RenderShared(ringFrames: configuration.ringFrames, retainFrames: retain, channels: 2,
-                              lowWater: configuration.ringFrames / 2)
+                              lowWater: configuration.ringFrames / 3)
         let shared = self.shared
         let reader = ReaderState(shared: shared, chunk: 4096)
         let handoff = Handoff((reader, self))
@@ -122,7 +126,20 @@ public final class PlaybackEngine: @unchecked Sendable {
     /// Opens `path`, validates it, and plays it from `start` (source frames).
     /// On error nothing changes: what was playing keeps playing.
     public func play(path: String, from start: Int64 = 0, paused: Bool = false) throws(StreamError) {
+        try play(AudioDecoder(path: path), from: start, paused: paused)
+    }
+
+    /// Plays `path` from `seconds` (rounded to the nearest source frame).
+    public func play(path: String, fromSeconds seconds: Double, paused: Bool = false) throws(StreamError) {
+        guard seconds.isFinite, seconds >= 0 else {
+            throw StreamError(.invalidArgument, "\(path): start position \(seconds) s is not a time")
+        }
         let decoder = try AudioDecoder(path: path)
+        try play(decoder, from: FrameTime.frames(seconds: seconds, rate: decoder.info.sampleRate), paused: paused)
+    }
+
+    private func play(_ decoder: AudioDecoder, from start: Int64, paused: Bool) throws(StreamError) {
+        let path = decoder.info.path
         if let d = decoder.info.durationFrames, !decoder.info.durationIsEstimate, start > d || start < 0 {
             throw StreamError(.invalidArgument, "\(path): start position \(start) is outside 0…\(d)")
         }
@@ -143,6 +160,7 @@ public final class PlaybackEngine: @unchecked Sendable {
             logger.info("playing", metadata: ["track.path": "\(path)", "track.codec": "\(decoder.info.codec)",
                                               "track.rate": "\(decoder.info.sampleRate)", "start.frame": "\(start)"])
         }
+        ProcessTuning.releaseFreeMemory()
         onEvent(.trackStarted(decoder.info))
         onEvent(.stateChanged(paused ? .paused : .playing))
     }
@@ -333,8 +351,9 @@ public final class PlaybackEngine: @unchecked Sendable {
         var generation: UInt64 = 0
         var needMarker = false
         var finished = true
+        /// One chunk of decoded frames, sized for the current channel count.
         var staging: UnsafeMutablePointer<Float>
-        var stagingChannels = 8
+        var stagingChannels = 2
         var flushCounter: UInt64 = 0
         var reportedEnded: UInt64 = 0
         var reportedUnderruns = 0
@@ -345,7 +364,15 @@ public final class PlaybackEngine: @unchecked Sendable {
         init(shared: RenderShared, chunk: Int) {
             self.shared = shared
             self.chunk = chunk
-            staging = .allocate(capacity: chunk * 8)
+            staging = .allocate(capacity: chunk * 2)
+        }
+
+        /// Makes `staging` fit `channels`. Reader thread.
+        func prepareStaging(channels: Int) {
+            guard channels != stagingChannels else { return }
+            staging.deallocate()
+            staging = .allocate(capacity: chunk * channels)
+            stagingChannels = channels
         }
         deinit { staging.deallocate() }
     }
@@ -374,6 +401,7 @@ public final class PlaybackEngine: @unchecked Sendable {
                 case .load(let handoff, let start, let generation):
                     let decoder = handoff.value
                     r.generation = generation
+                    r.prepareStaging(channels: decoder.outputFormat.channels)
                     r.decoder = decoder
                     reposition(r, to: start)
                 case .seek(let frame, let generation):
