@@ -39,10 +39,15 @@ let package = Package(
             name: "CoreStreamTestSupport",
             dependencies: ["CoreStream", .product(name: "Logging", package: "swift-log")]
         ),
+        .target(name: "PlaydProtocol", dependencies: ["CLinux"]),
+        .target(
+            name: "PlaydDaemon",
+            dependencies: ["CoreStream", "CLinux", "PlaydProtocol", .product(name: "Logging", package: "swift-log")]
+        ),
         .executableTarget(
             name: "playd",
             dependencies: [
-                "CoreStream",
+                "CoreStream", "PlaydDaemon",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -50,12 +55,17 @@ let package = Package(
         .executableTarget(
             name: "playctl",
             dependencies: [
+                "PlaydProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .testTarget(
             name: "CoreStreamTests",
             dependencies: ["CoreStream", "CoreStreamTestSupport"]
+        ),
+        .testTarget(
+            name: "PlaydTests",
+            dependencies: ["PlaydDaemon", "PlaydProtocol", "CoreStreamTestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]

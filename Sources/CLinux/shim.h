@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <malloc.h>
+#include <sys/socket.h>
 
 static inline int clinux_eventfd_nonblocking(void) {
     return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -44,6 +45,23 @@ static inline int clinux_limit_malloc_arenas(int arenas) {
 /// Returns free heap pages to the kernel (malloc_trim). Not real-time safe.
 static inline int clinux_malloc_trim(void) {
     return malloc_trim(0);
+}
+
+/// accept4(SOCK_NONBLOCK | SOCK_CLOEXEC), which needs _GNU_SOURCE.
+static inline int clinux_accept_nonblocking(int fd) {
+    return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
+
+/// Unblocks SIGTERM, SIGINT and SIGHUP in the calling thread: a process may inherit
+/// a mask that blocks them (test runners, some supervisors), and then would never see
+/// the signals it handles.
+static inline int clinux_unblock_termination_signals(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    return pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 }
 
 /// Names a thread (at most 15 bytes are kept) for ps/top/gdb.

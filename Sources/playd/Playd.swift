@@ -1,6 +1,7 @@
 import ArgumentParser
 import CoreStream
 import Logging
+import PlaydDaemon
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -15,8 +16,12 @@ struct Playd: ParsableCommand {
         commandName: "playd",
         abstract: "A real-time streaming playback daemon: exact to the sample, flat in memory.",
         discussion: """
-        Plays the FILEs in order through the output and exits. With no FILE (or with
-        --demo) it plays a short generated demo track.
+        With no FILE, runs as a daemon in the foreground: reads the config (--config, else
+        $XDG_CONFIG_HOME/playd/config.toml or /etc/playd/config.toml), listens on its
+        control socket (see playctl and docs/protocol.md) and plays what it is told.
+        SIGTERM/SIGINT fade out, save state and exit.
+
+        With FILEs (or --demo), plays them in order through the output and exits.
 
         Output specs: alsa:DEVICE (default alsa:default, falling back hw:X → plughw:X →
         default), null (discard, paced like a sound card), wav:PATH (capture to a float
@@ -25,17 +30,23 @@ struct Playd: ParsableCommand {
         """,
         version: PlaydVersion.string)
 
-    @Option(name: .long, help: "Output spec: auto, alsa:DEVICE, null, wav:PATH.")
-    var output: String = "auto"
+    @Option(name: .long, help: "Config file (daemon mode).")
+    var config: String?
+
+    @Option(name: .long, help: "Control socket path (overrides the config).")
+    var socket: String?
+
+    @Option(name: .long, help: "Output spec: auto, alsa:DEVICE, null, wav:PATH (overrides the config).")
+    var output: String?
 
     @Option(name: .long, help: "Device buffer, milliseconds.")
-    var bufferTime: Int = OutputSpec.defaultBufferMillis
+    var bufferTime: Int?
 
     @Option(name: .long, help: "Device period, milliseconds.")
-    var periodTime: Int = OutputSpec.defaultPeriodMillis
+    var periodTime: Int?
 
-    @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
-    var logLevel: String = "info"
+    @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical (overrides the config).")
+    var logLevel: String?
 
     @Flag(name: .long, help: "Play the generated demo track.")
     var demo = false
@@ -48,15 +59,13 @@ struct Playd: ParsableCommand {
 
     func run() throws {
         ProcessTuning.limitMallocArenas()
-        guard let level = Logger.Level(rawValue: logLevel) else {
-            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
-        }
-        LoggingSystem.bootstrap { label in
-            var h = StreamLogHandler.standardError(label: label)
-            h.logLevel = level
-            return h
-        }
+        if files.isEmpty && !demo { return try runDaemon() }
+        let level = try Self.level(logLevel ?? "info")
+        Self.bootstrapLogging(level)
         let logger = Logger(label: "playd")
+        let output = self.output ?? "auto"
+        let bufferTime = self.bufferTime ?? OutputSpec.defaultBufferMillis
+        let periodTime = self.periodTime ?? OutputSpec.defaultPeriodMillis
         var playlist = files
         if demo || playlist.isEmpty {
             let dir = String(cString: getenv("TMPDIR") ?? strdup("/tmp"))
@@ -105,6 +114,50 @@ struct Playd: ParsableCommand {
     }
 }
 
+extension Playd {
+    static func level(_ name: String) throws -> Logger.Level {
+        guard let level = Logger.Level(rawValue: name) else {
+            throw ValidationError("log level must be one of trace, debug, info, notice, warning, error, critical")
+        }
+        return level
+    }
+
+    static func bootstrapLogging(_ level: Logger.Level) {
+        LoggingSystem.bootstrap { label in
+            var h = StreamLogHandler.standardError(label: label)
+            h.logLevel = level
+            return h
+        }
+    }
+
+    /// Daemon mode: config, flags over config, then serve until SIGTERM.
+    func runDaemon() throws {
+        var (cfg, path): (DaemonConfig, String?)
+        do { (cfg, path) = try DaemonConfig.load(path: config) } catch {
+            SDNotify.send("STATUS=config error: \(error.message)")
+            throw ValidationError(error.message)
+        }
+        if let s = socket { cfg.socketPath = s }
+        if let o = output { cfg.outputDevice = o }
+        if let b = bufferTime { cfg.bufferTime = b }
+        if let p = periodTime { cfg.periodTime = p }
+        if let l = logLevel { cfg.logLevel = l }
+        Self.bootstrapLogging(try Self.level(cfg.logLevel))
+        let logger = Logger(label: "playd")
+        logger.info("starting", metadata: ["version": "\(Daemon.version)", "config.path": "\(path ?? "(defaults)")"])
+        let daemon: Daemon
+        do {
+            daemon = try Daemon(config: cfg, logger: logger)
+        } catch {
+            let message = (error as? StreamError)?.message ?? "\(error)"
+            SDNotify.send("STATUS=failed to start: \(message)")
+            logger.critical("cannot start", metadata: ["error": "\(message)"])
+            throw ExitCode(1)
+        }
+        daemon.run()
+    }
+}
+
 enum PlaydVersion {
-    static let string = "0.1.0"
+    static let string = Daemon.version
 }

@@ -165,6 +165,14 @@ public final class PlaybackEngine: @unchecked Sendable {
         onEvent(.stateChanged(paused ? .paused : .playing))
     }
 
+    /// Opens the output for `format` now (a daemon does this at start, so a broken device
+    /// fails the start). A later track in another format reopens it.
+    public func openOutput(for format: PCMFormat) throws(StreamError) {
+        try control.withLock { (c: inout Control) throws(StreamError) in
+            if c.output == nil || c.requestedFormat != format { try reopenOutput(&c, for: format) }
+        }
+    }
+
     public func pause() { transport(.pause) }
     public func resume() { transport(.resume) }
     public func toggle() { transport(.toggle) }

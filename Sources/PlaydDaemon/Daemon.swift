@@ -1,0 +1,307 @@
+import CoreStream
+import Logging
+import PlaydProtocol
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// playd as a daemon: the engine, the control socket, saved state, systemd readiness.
+public final class Daemon: @unchecked Sendable {
+    // @unchecked Sendable: `engine` is thread-safe; `loop`, `lastSaved` and the server's
+    // state are touched only on the control thread (the server's `run()`), apart from
+    // `shutdown()` which runs after that thread has stopped.
+
+    public static let version = "0.2.0"
+
+    let config: DaemonConfig
+    let logger: Logger
+    let engine: PlaybackEngine
+    var server: ControlServer!
+    let statePath: String
+
+    /// The loop region, in source frames, half-open [start, end). Control thread.
+    var loop: (start: Int64, end: Int64)?
+    private var lastSaved: UInt64 = 0
+
+    public init(config: DaemonConfig, logger: Logger) throws {
+        self.config = config
+        self.logger = logger
+        self.statePath = config.resolvedStateFile
+        var ec = PlaybackEngine.Configuration()
+        ec.output = config.outputSpec
+        ec.bufferMillis = config.bufferTime
+        ec.periodMillis = config.periodTime
+        ec.ringFrames = config.ringFrames
+        let box = EventSink()
+        engine = PlaybackEngine(configuration: ec, logger: logger) { event in box.forward(event) }
+        // Open the output now so a broken device fails the start (and READY=1 means it works).
+        try engine.openOutput(for: PCMFormat(sampleRate: 44100, channels: 2))
+        server = try ControlServer(path: config.resolvedSocketPath, mode: config.socketMode, group: config.socketGroup,
+                                   handler: { [unowned self] req, client in self.handle(req, client) },
+                                   onTick: { [unowned self] in self.tick() })
+        server.tickEvent = { [unowned self] in self.positionEvent() }
+        box.target = self
+        restoreState()
+    }
+
+    /// Runs until SIGTERM/SIGINT (or `stop()`), then fades out, saves and cleans up.
+    public func run() {
+        SignalWake.install { [weak self] in self?.server.stop() }
+        SDNotify.send("READY=1\nSTATUS=listening on \(server.path)")
+        logger.info("listening", metadata: ["socket.path": "\(server.path)", "state.path": "\(statePath)"])
+        server.run()
+        shutdown()
+    }
+
+    public func stop() { server.stop() }
+
+    private func shutdown() {
+        SDNotify.send("STOPPING=1")
+        saveState()
+        engine.shutdown()
+        logger.info("stopped")
+    }
+
+    // MARK: - Events
+
+    /// Forwards engine events to subscribers. The engine calls it on its reader thread.
+    final class EventSink: @unchecked Sendable {
+        // @unchecked Sendable: `target` is set once, before the engine plays anything.
+        weak var target: Daemon?
+        func forward(_ e: PlaybackEngine.Event) { target?.publish(e) }
+    }
+
+    func publish(_ e: PlaybackEngine.Event) {
+        let json: JSON
+        switch e {
+        case .trackStarted(let t): json = .obj(("event", .string("track")), ("file", .string(t.path)), ("title", t.tags["title"].map(JSON.string)))
+        case .trackEnded(let p): json = .obj(("event", .string("track_end")), ("file", .string(p)))
+        case .stateChanged(let s): json = .obj(("event", .string("state")), ("state", .string(s.rawValue)))
+        case .underruns(let n): json = .obj(("event", .string("underrun")), ("underruns", .int(n)))
+        case .corruptPackets(let p, let n): json = .obj(("event", .string("corrupt_packets")), ("file", .string(p)), ("count", .int(n)))
+        case .error(let err): json = .obj(("event", .string("error")), ("code", .string(err.code.name)), ("message", .string(err.message)))
+        }
+        server?.broadcast(json)
+    }
+
+    func positionEvent() -> JSON {
+        let s = engine.status()
+        return .obj(("event", .string("position")), ("state", .string(s.state.rawValue)),
+                    ("position", .number(s.positionSeconds)), ("position_frames", .int(s.positionFrames)))
+    }
+
+    /// Periodic work on the control thread: save state while playing.
+    private func tick() {
+        let now = monotonicNanoseconds()
+        if engine.status().state == .playing && now - lastSaved > UInt64(config.saveInterval) * 1_000_000_000 {
+            saveState()
+        }
+    }
+
+    // MARK: - Requests
+
+    func handle(_ req: JSON, _ client: ControlServer.ClientContext) -> JSON {
+        let id = req["id"]
+        guard let cmd = req["cmd"] else { return errorReply(id: id, .badRequest, "missing \"cmd\"") }
+        guard let name = cmd.stringValue else { return errorReply(id: id, .badRequest, "\"cmd\" must be a string") }
+        do {
+            let result: [(String, JSON)]
+            switch name {
+            case "ping": result = [("pong", .bool(true))]
+            case "version": result = [("version", .string(Self.version)), ("protocol", .int(1))]
+            case "status": result = statusMembers()
+            case "play": result = try play(req)
+            case "pause": engine.pause(); result = []
+            case "resume": engine.resume(); result = []
+            case "toggle": engine.toggle(); result = []
+            case "stop": engine.stop(); loop = nil; result = []
+            case "seek": result = try seek(req)
+            case "loop": result = try setLoop(req)
+            case "subscribe":
+                client.subscribed = true
+                if let t = req["ticks"] {
+                    guard let ms = t.numberValue, ms >= 50, ms <= 60_000 else {
+                        throw RequestError(.badRequest, "\"ticks\" must be a number of milliseconds, 50…60000")
+                    }
+                    client.tickInterval = Int(ms)
+                }
+                result = [("subscribed", .bool(true))]
+            case "unsubscribe":
+                client.subscribed = false
+                client.tickInterval = 0
+                result = []
+            default:
+                return errorReply(id: id, .unknownCommand, "unknown command '\(name)'")
+            }
+            return .object([("id", id ?? .null), ("ok", .bool(true))] + result)
+        } catch let e as RequestError {
+            return errorReply(id: id, e.code, e.message)
+        } catch let e as StreamError {
+            return errorReply(id: id, ProtocolErrorCode(rawValue: e.code.name) ?? .internal, e.message)
+        } catch {
+            return errorReply(id: id, .internal, "\(error)")
+        }
+    }
+
+    struct RequestError: Error {
+        var code: ProtocolErrorCode
+        var message: String
+        init(_ code: ProtocolErrorCode, _ message: String) { self.code = code; self.message = message }
+    }
+
+    private func play(_ req: JSON) throws -> [(String, JSON)] {
+        guard let p = req["path"] else { throw RequestError(.badRequest, "play needs \"path\"") }
+        guard let path = p.stringValue, !path.isEmpty else { throw RequestError(.badRequest, "\"path\" must be a non-empty string") }
+        guard path.utf8.count <= 4096 else { throw RequestError(.badRequest, "\"path\" longer than 4096 bytes") }
+        if let at = req["at"] {
+            let t = try timeArgument(at, field: "at")
+            guard t.direction == 0 else { throw RequestError(.badRequest, "\"at\" cannot be relative") }
+            switch t.value {
+            case .seconds(let s): try engine.play(path: path, fromSeconds: s)
+            case .frames(let f): try engine.play(path: path, from: f)
+            }
+        } else {
+            try engine.play(path: path)
+        }
+        loop = nil
+        saveState()
+        return [("file", .string(path))]
+    }
+
+    private func seek(_ req: JSON) throws -> [(String, JSON)] {
+        guard let to = req["to"] else { throw RequestError(.badRequest, "seek needs \"to\"") }
+        let t = try timeArgument(to, field: "to")
+        let s = engine.status()
+        guard let track = s.track, s.state != .stopped else { throw RequestError(.notPlaying, "nothing is playing to seek in") }
+        var frame = try frames(t, rate: track.sampleRate)
+        if t.direction != 0 { frame = s.positionFrames + frame }
+        let end = track.durationFrames ?? Int64.max
+        frame = max(0, min(frame, end))
+        try engine.seek(to: frame)
+        return [("position_frames", .int(frame)), ("position", .number(FrameTime.seconds(frame, rate: track.sampleRate)))]
+    }
+
+    private func setLoop(_ req: JSON) throws -> [(String, JSON)] {
+        if req["clear"]?.boolValue == true || req["off"]?.boolValue == true {
+            loop = nil
+            saveState()
+            return [("loop", .null)]
+        }
+        guard let a = req["start"], let b = req["end"] else {
+            throw RequestError(.badRequest, "loop needs \"start\" and \"end\", or \"clear\": true")
+        }
+        let s = engine.status()
+        guard let track = s.track, s.state != .stopped else { throw RequestError(.notPlaying, "nothing is playing to loop in") }
+        let ta = try timeArgument(a, field: "start"), tb = try timeArgument(b, field: "end")
+        guard ta.direction == 0 && tb.direction == 0 else { throw RequestError(.badRequest, "loop points cannot be relative") }
+        let start = try frames(ta, rate: track.sampleRate), end = try frames(tb, rate: track.sampleRate)
+        guard start >= 0 else { throw RequestError(.invalidArgument, "loop start is negative") }
+        guard start < end else { throw RequestError(.invalidArgument, "loop start (\(start)) must be before its end (\(end)); the current region is kept") }
+        if let d = track.durationFrames, !track.durationIsEstimate, end > d {
+            throw RequestError(.invalidArgument, "loop end (\(end)) is beyond the end of the track (\(d)); the current region is kept")
+        }
+        loop = (start, end)
+        saveState()
+        return [("loop", loopJSON(rate: track.sampleRate) ?? .null)]
+    }
+
+    private func timeArgument(_ v: JSON, field: String) throws -> TimeArgument {
+        let relative = v["relative"]?.boolValue ?? false
+        if let s = v["seconds"]?.numberValue {
+            guard s.isFinite else { throw RequestError(.badRequest, "\"\(field)\".seconds must be finite") }
+            guard relative || s >= 0 else { throw RequestError(.invalidArgument, "\"\(field)\" is negative") }
+            return TimeArgument(value: .seconds(abs(s)), direction: relative ? (s < 0 ? -1 : 1) : 0)
+        }
+        if let f = v["frames"]?.numberValue {
+            guard f == f.rounded(), abs(f) < 9e15 else { throw RequestError(.badRequest, "\"\(field)\".frames must be a whole number") }
+            guard relative || f >= 0 else { throw RequestError(.invalidArgument, "\"\(field)\" is negative") }
+            return TimeArgument(value: .frames(Int64(abs(f))), direction: relative ? (f < 0 ? -1 : 1) : 0)
+        }
+        if let s = v.numberValue {
+            guard s.isFinite, s >= 0 else { throw RequestError(.invalidArgument, "\"\(field)\" must be a non-negative number of seconds") }
+            return TimeArgument(value: .seconds(s))
+        }
+        if let text = v.stringValue {
+            do { return try TimeArgument(parsing: text) } catch { throw RequestError(.badRequest, "\"\(field)\": \(error)") }
+        }
+        throw RequestError(.badRequest, "\"\(field)\" must be seconds (number), {\"seconds\": …} or {\"frames\": …}")
+    }
+
+    /// Signed frame count of a time argument.
+    private func frames(_ t: TimeArgument, rate: Int) throws -> Int64 {
+        let sign: Int64 = t.direction < 0 ? -1 : 1
+        switch t.value {
+        case .seconds(let s): return sign * FrameTime.frames(seconds: s, rate: rate)
+        case .frames(let f): return sign * f
+        }
+    }
+
+    private func loopJSON(rate: Int) -> JSON? {
+        guard let l = loop else { return nil }
+        return .obj(("start", .number(FrameTime.seconds(l.start, rate: rate))), ("end", .number(FrameTime.seconds(l.end, rate: rate))),
+                    ("start_frames", .int(l.start)), ("end_frames", .int(l.end)))
+    }
+
+    func statusMembers() -> [(String, JSON)] {
+        let s = engine.status()
+        var m: [(String, JSON)] = [("state", .string(s.state.rawValue))]
+        if let t = s.track {
+            m += [("file", .string(t.path)),
+                  ("position", .number(s.positionSeconds)),
+                  ("duration", t.durationSeconds.map(JSON.number) ?? .null),
+                  ("position_frames", .int(s.positionFrames)),
+                  ("duration_frames", t.durationFrames.map(JSON.int) ?? .null),
+                  ("duration_is_estimate", .bool(t.durationIsEstimate)),
+                  ("sample_rate", .int(t.sampleRate)),
+                  ("channels", .int(t.channels)),
+                  ("codec", .string(t.codec))]
+            for tag in ["title", "artist", "album"] { if let v = t.tags[tag] { m.append((tag, .string(v))) } }
+            m.append(("loop", loopJSON(rate: t.sampleRate) ?? .null))
+        } else {
+            m += [("file", .null), ("position", .number(0)), ("duration", .null), ("position_frames", .int(0)),
+                  ("duration_frames", .null), ("loop", .null)]
+        }
+        if let o = s.output {
+            m.append(("output", .obj(("device", .string(o.device)), ("format", .string(o.sampleFormat.rawValue)),
+                                     ("sample_rate", .int(o.pcm.sampleRate)), ("channels", .int(o.pcm.channels)),
+                                     ("period_frames", .int(o.periodFrames)), ("buffer_frames", .int(o.bufferFrames)))))
+        } else {
+            m.append(("output", .null))
+        }
+        m += [("volume", .int(100)), ("underruns", .int(s.underruns)), ("corrupt_packets", .int(s.corruptPackets))]
+        return m
+    }
+
+    // MARK: - State
+
+    func saveState() {
+        lastSaved = monotonicNanoseconds()
+        let s = engine.status()
+        let state = SavedState(file: s.track?.path, positionFrames: s.positionFrames, sampleRate: s.track?.sampleRate,
+                               state: s.state.rawValue, loop: loop, volume: 100)
+        do {
+            try StateStore.save(state, to: statePath)
+        } catch {
+            logger.error("cannot save state", metadata: ["state.path": "\(statePath)", "error": "\(error)"])
+        }
+    }
+
+    private func restoreState() {
+        let saved: SavedState?
+        do {
+            saved = try StateStore.load(from: statePath)
+        } catch {
+            logger.warning("ignoring the saved state", metadata: ["state.path": "\(statePath)", "error": "\(error)"])
+            return
+        }
+        guard let st = saved, let file = st.file, config.resume != "stopped", st.state != "stopped" else { return }
+        do {
+            try engine.play(path: file, from: st.positionFrames, paused: config.resume != "playing")
+            loop = st.loop
+            logger.info("restored", metadata: ["track.path": "\(file)", "position.frames": "\(st.positionFrames)"])
+        } catch {
+            logger.warning("cannot restore the saved track", metadata: ["track.path": "\(file)", "error": "\(error)"])
+        }
+    }
+}

@@ -1,0 +1,176 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// playd's configuration. Every key, its type and default, is listed (commented out)
+/// in `config.example.toml`; unknown keys and wrong types are refused at start with the
+/// key's name and line.
+public struct DaemonConfig: Sendable, Equatable {
+    /// `control.socket`: the Unix socket path. Empty: `$RUNTIME_DIRECTORY/control.sock`
+    /// under systemd, else `$XDG_RUNTIME_DIR/playd/control.sock`, else `/run/playd/control.sock`.
+    public var socketPath = ""
+    /// `control.socket_mode`: permission bits of the socket, octal string.
+    public var socketMode: UInt32 = 0o660
+    /// `control.socket_group`: group that owns the socket (empty: the daemon's group).
+    public var socketGroup = ""
+    /// `output.device`: output spec (auto, alsa:DEVICE, null, wav:PATH).
+    public var outputDevice = "auto"
+    /// `output.fallback`: ALSA devices tried after `output.device`, in order.
+    public var outputFallback: [String] = []
+    /// `output.buffer_time`, `output.period_time`: milliseconds.
+    public var bufferTime = 500
+    public var periodTime = 125
+    /// `engine.ring_frames`: frames decoded ahead of the device.
+    public var ringFrames = 32 * 1024
+    /// `library.music_roots`: directories with music (used by the library issue).
+    public var musicRoots: [String] = []
+    /// `state.file`: where playback state is saved. Empty: `$STATE_DIRECTORY/state.json`
+    /// under systemd, else `$XDG_STATE_HOME/playd/state.json`, else `~/.local/state/playd/state.json`.
+    public var stateFile = ""
+    /// `state.save_interval`: seconds between saves while playing.
+    public var saveInterval = 10
+    /// `state.resume`: what a restored track does at start: paused, playing or stopped.
+    public var resume = "paused"
+    /// `log.level`: trace, debug, info, notice, warning, error, critical.
+    public var logLevel = "info"
+
+    public init() {}
+
+    public struct Error: Swift.Error, CustomStringConvertible {
+        public var message: String
+        public var description: String { message }
+    }
+
+    /// Parses `text` (the file at `path`, named in errors).
+    public init(toml text: String, path: String) throws(Error) {
+        let doc: TOMLSubset
+        do { doc = try TOMLSubset(parsing: text) } catch { throw Error(message: "\(path): \(error)") }
+        self.init()
+        for key in doc.order {
+            let e = doc.entries[key]!
+            func fail(_ m: String) -> Error { Error(message: "\(path): line \(e.line): \(key): \(m)") }
+            func string() throws(Error) -> String {
+                guard case .string(let s) = e.value else { throw fail("expected a string, got \(e.value.typeName)") }
+                return s
+            }
+            func int(_ range: ClosedRange<Int>) throws(Error) -> Int {
+                guard case .integer(let i) = e.value else { throw fail("expected an integer, got \(e.value.typeName)") }
+                guard range.contains(i) else { throw fail("\(i) is outside \(range.lowerBound)…\(range.upperBound)") }
+                return i
+            }
+            func strings() throws(Error) -> [String] {
+                guard case .array(let a) = e.value else { throw fail("expected an array of strings, got \(e.value.typeName)") }
+                var out: [String] = []
+                for v in a {
+                    guard case .string(let s) = v else { throw fail("expected an array of strings, found a \(v.typeName)") }
+                    out.append(s)
+                }
+                return out
+            }
+            switch key {
+            case "control.socket": socketPath = try string()
+            case "control.socket_mode":
+                let s = try string()
+                guard let m = UInt32(s, radix: 8), m <= 0o777 else { throw fail("'\(s)' is not an octal mode such as \"0660\"") }
+                socketMode = m
+            case "control.socket_group": socketGroup = try string()
+            case "output.device": outputDevice = try string()
+            case "output.fallback": outputFallback = try strings()
+            case "output.buffer_time": bufferTime = try int(10...10_000)
+            case "output.period_time": periodTime = try int(1...10_000)
+            case "engine.ring_frames": ringFrames = try int(4096...(1 << 24))
+            case "library.music_roots": musicRoots = try strings()
+            case "state.file": stateFile = try string()
+            case "state.save_interval": saveInterval = try int(1...86_400)
+            case "state.resume":
+                let s = try string()
+                guard ["paused", "playing", "stopped"].contains(s) else { throw fail("'\(s)' must be paused, playing or stopped") }
+                resume = s
+            case "log.level":
+                let s = try string()
+                guard Self.logLevels.contains(s) else { throw fail("'\(s)' must be one of \(Self.logLevels.joined(separator: ", "))") }
+                logLevel = s
+            default:
+                throw Error(message: "\(path): line \(e.line): unknown key '\(key)'")
+            }
+        }
+        guard periodTime <= bufferTime else {
+            throw Error(message: "\(path): output.period_time (\(periodTime)) must not exceed output.buffer_time (\(bufferTime))")
+        }
+    }
+
+    public static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+
+    /// Reads the config from `path`, or (nil) from `$XDG_CONFIG_HOME/playd/config.toml` or
+    /// `/etc/playd/config.toml` when present, else the defaults. Returns the path used.
+    public static func load(path: String?) throws(Error) -> (DaemonConfig, String?) {
+        let candidates: [String]
+        if let p = path {
+            candidates = [p]
+        } else {
+            let env = Environment.get
+            let xdg = env("XDG_CONFIG_HOME") ?? env("HOME").map { $0 + "/.config" }
+            candidates = [xdg.map { $0 + "/playd/config.toml" }, "/etc/playd/config.toml"].compactMap { $0 }
+        }
+        for c in candidates {
+            guard let text = readFile(c) else {
+                if path != nil { throw Error(message: "\(c): cannot read the config file: \(String(cString: strerror(errno)))") }
+                continue
+            }
+            return (try DaemonConfig(toml: text, path: c), c)
+        }
+        return (DaemonConfig(), nil)
+    }
+
+    /// The socket path after defaults.
+    public var resolvedSocketPath: String {
+        if !socketPath.isEmpty { return socketPath }
+        let env = Environment.get
+        if let rd = env("RUNTIME_DIRECTORY")?.split(separator: ":").first { return "\(rd)/control.sock" }
+        if let x = env("XDG_RUNTIME_DIR") { return x + "/playd/control.sock" }
+        return "/run/playd/control.sock"
+    }
+
+    /// The state file path after defaults.
+    public var resolvedStateFile: String {
+        if !stateFile.isEmpty { return stateFile }
+        let env = Environment.get
+        if let sd = env("STATE_DIRECTORY")?.split(separator: ":").first { return "\(sd)/state.json" }
+        if let x = env("XDG_STATE_HOME") { return x + "/playd/state.json" }
+        return (env("HOME") ?? "/tmp") + "/.local/state/playd/state.json"
+    }
+
+    /// The output spec with the fallback chain folded in.
+    public var outputSpec: String {
+        guard !outputFallback.isEmpty, outputDevice.hasPrefix("alsa:") else { return outputDevice }
+        var base = outputDevice
+        var query = ""
+        if let q = base.firstIndex(of: "?") { query = String(base[q...]); base = String(base[..<q]) }
+        return ([base] + outputFallback).joined(separator: "|") + query
+    }
+}
+
+enum Environment {
+    static func get(_ name: String) -> String? {
+        guard let v = getenv(name) else { return nil }
+        let s = String(cString: v)
+        return s.isEmpty ? nil : s
+    }
+}
+
+/// Reads a whole small file as UTF-8, or nil.
+func readFile(_ path: String) -> String? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var data: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = read(fd, &chunk, chunk.count)
+        if n < 0 { if errno == EINTR { continue }; return nil }
+        if n == 0 { break }
+        data.append(contentsOf: chunk[..<n])
+        if data.count > 16 << 20 { return nil }
+    }
+    return String(decoding: data, as: UTF8.self)
+}

@@ -1,0 +1,75 @@
+import PlaydProtocol
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What playd remembers across restarts.
+struct SavedState: Equatable {
+    var file: String?
+    var positionFrames: Int64
+    var sampleRate: Int?
+    var state: String
+    var loop: (start: Int64, end: Int64)?
+    var volume: Int
+
+    static func == (a: SavedState, b: SavedState) -> Bool {
+        a.file == b.file && a.positionFrames == b.positionFrames && a.state == b.state
+            && a.loop?.start == b.loop?.start && a.loop?.end == b.loop?.end && a.volume == b.volume
+    }
+
+    var json: JSON {
+        .obj(("version", .int(1)), ("file", file.map(JSON.string) ?? .null), ("position_frames", .int(positionFrames)),
+             ("sample_rate", sampleRate.map(JSON.int) ?? .null), ("state", .string(state)),
+             ("loop", loop.map { .obj(("start_frames", .int($0.start)), ("end_frames", .int($0.end))) } ?? .null),
+             ("volume", .int(volume)))
+    }
+}
+
+/// Saves the state atomically (write a temporary file, fsync, rename) so a crash at
+/// any moment leaves either the old or the new file, never a torn one.
+enum StateStore {
+    struct Error: Swift.Error, CustomStringConvertible {
+        var message: String
+        var description: String { message }
+    }
+
+    static func save(_ state: SavedState, to path: String) throws(Error) {
+        let dir = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+        var p = ""
+        for part in dir.split(separator: "/") {
+            p += "/" + part
+            if mkdir(p, 0o755) != 0 && errno != EEXIST { throw Error(message: "\(p): mkdir() failed: \(String(cString: strerror(errno)))") }
+        }
+        let tmp = path + ".tmp.\(getpid())"
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw Error(message: "\(tmp): open() failed: \(String(cString: strerror(errno)))") }
+        let bytes = Array((state.json.text + "\n").utf8)
+        var off = 0
+        while off < bytes.count {
+            let n = bytes[off...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if n < 0 { if errno == EINTR { continue }; let e = errno; close(fd); unlink(tmp); throw Error(message: "\(tmp): write() failed: \(String(cString: strerror(e)))") }
+            off += n
+        }
+        if fsync(fd) != 0 { let e = errno; close(fd); unlink(tmp); throw Error(message: "\(tmp): fsync() failed: \(String(cString: strerror(e)))") }
+        close(fd)
+        if rename(tmp, path) != 0 { let e = errno; unlink(tmp); throw Error(message: "\(path): rename() failed: \(String(cString: strerror(e)))") }
+    }
+
+    /// nil when there is no state file; throws when it exists but is unreadable or corrupt.
+    static func load(from path: String) throws(Error) -> SavedState? {
+        guard access(path, F_OK) == 0 else { return nil }
+        guard let text = readFile(path) else { throw Error(message: "\(path): cannot read: \(String(cString: strerror(errno)))") }
+        let j: JSON
+        do { j = try JSON.parse(text) } catch { throw Error(message: "\(path): corrupt state file: \(error)") }
+        guard let state = j["state"]?.stringValue, let pos = j["position_frames"]?.numberValue, pos >= 0 else {
+            throw Error(message: "\(path): corrupt state file: missing state or position_frames")
+        }
+        var loop: (Int64, Int64)?
+        if let l = j["loop"], let a = l["start_frames"]?.numberValue, let b = l["end_frames"]?.numberValue, a >= 0, a < b {
+            loop = (Int64(a), Int64(b))
+        }
+        return SavedState(file: j["file"]?.stringValue, positionFrames: Int64(pos),
+                          sampleRate: j["sample_rate"]?.numberValue.map { Int($0) }, state: state,
+                          loop: loop, volume: Int(j["volume"]?.numberValue ?? 100))
+    }
+}

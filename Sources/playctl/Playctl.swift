@@ -1,0 +1,223 @@
+import ArgumentParser
+import PlaydProtocol
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@main
+struct Playctl: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "playctl",
+        abstract: "Control a running playd over its Unix socket.",
+        discussion: """
+        TIME is 83.5, 1:23.5 or 1:02:03 (seconds), +10 / -10 (relative), or 123456f (exact frames).
+        The socket is --socket, else $PLAYD_SOCKET, else the daemon's default.
+        Shell completion: playctl --generate-completion-script bash|zsh|fish.
+        """,
+        version: "0.2.0",
+        subcommands: [Play.self, Pause.self, Resume.self, Toggle.self, Stop.self, Seek.self, Loop.self,
+                      Status.self, Watch.self, Ping.self])
+}
+
+struct Connection: ParsableArguments {
+    @Option(name: .long, help: "Control socket path.")
+    var socket: String?
+
+    @Flag(name: .long, help: "Print the protocol's JSON.")
+    var json = false
+
+    var path: String {
+        if let s = socket { return s }
+        if let e = getenv("PLAYD_SOCKET"), e.pointee != 0 { return String(cString: e) }
+        if let x = getenv("XDG_RUNTIME_DIR"), x.pointee != 0 { return String(cString: x) + "/playd/control.sock" }
+        return "/run/playd/control.sock"
+    }
+
+    func connect() throws -> LineClient {
+        do {
+            return try LineClient(path: path)
+        } catch .notListening(let p) {
+            fail("no playd listening on \(p); start it with `playd` (or `systemctl start playd`)", code: 3)
+        } catch .permissionDenied(let p) {
+            fail("permission denied on \(p): ask to be added to the socket's group (usually audio)", code: 4)
+        } catch {
+            fail("\(error)", code: 3)
+        }
+    }
+
+    /// Sends `cmd` with `fields`; prints an error reply and exits non-zero on failure.
+    @discardableResult
+    func send(_ cmd: String, _ fields: [(String, JSON)] = []) throws -> JSON {
+        let client = try connect()
+        guard let reply = client.request(.object([("id", .int(1)), ("cmd", .string(cmd))] + fields)) else {
+            fail("playd closed the connection without replying", code: 5)
+        }
+        if reply["ok"]?.boolValue != true {
+            if json { print(reply.text) }
+            let code = reply["error"]?["code"]?.stringValue ?? "error"
+            let message = reply["error"]?["message"]?.stringValue ?? reply.text
+            fail("\(code): \(message)", code: 1)
+        }
+        if json { print(reply.text) }
+        return reply
+    }
+}
+
+func fail(_ message: String, code: Int32) -> Never {
+    var err = "playctl: " + message + "\n"
+    _ = err.withUTF8 { write(2, $0.baseAddress, $0.count) }
+    exit(code)
+}
+
+func parseTime(_ text: String) throws -> TimeArgument {
+    do { return try TimeArgument(parsing: text) } catch { throw ValidationError(error.description) }
+}
+
+struct Play: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Play FILE (replacing what plays).")
+    @OptionGroup var connection: Connection
+    @Argument(help: "Audio file.") var file: String
+    @Option(name: .long, help: "Start at TIME.") var at: String?
+    func run() throws {
+        var path = file
+        if !path.hasPrefix("/") {
+            var buf = [CChar](repeating: 0, count: 4096)
+            if getcwd(&buf, buf.count) != nil { path = String(cString: buf) + "/" + path }
+        }
+        var fields: [(String, JSON)] = [("path", .string(path))]
+        if let at {
+            let t = try parseTime(at)
+            guard t.direction == 0 else { throw ValidationError("--at cannot be relative") }
+            fields.append(("at", .object(t.json)))
+        }
+        try connection.send("play", fields)
+        if !connection.json { print("playing \(path)") }
+    }
+}
+
+struct Pause: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Pause.")
+    @OptionGroup var connection: Connection
+    func run() throws { try connection.send("pause") }
+}
+
+struct Resume: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Resume.")
+    @OptionGroup var connection: Connection
+    func run() throws { try connection.send("resume") }
+}
+
+struct Toggle: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Pause or resume.")
+    @OptionGroup var connection: Connection
+    func run() throws { try connection.send("toggle") }
+}
+
+struct Stop: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Stop.")
+    @OptionGroup var connection: Connection
+    func run() throws { try connection.send("stop") }
+}
+
+struct Seek: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Seek to TIME (absolute or +/- relative).")
+    @OptionGroup var connection: Connection
+    // Captured unparsed so "-10" is a time, not an option.
+    @Argument(parsing: .allUnrecognized, help: "TIME") var time: [String] = []
+    func run() throws {
+        guard time.count == 1 else { throw ValidationError("give one TIME, e.g. 83.5, 1:23.5, +10, -10 or 123456f") }
+        let t = try parseTime(time[0])
+        let r = try connection.send("seek", [("to", .object(t.json))])
+        if !connection.json, let p = r["position"]?.numberValue { print("at \(formatClock(p))") }
+    }
+}
+
+struct Loop: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Loop START END (half-open), or `loop off`.")
+    @OptionGroup var connection: Connection
+    @Argument(help: "START and END, or off.") var points: [String]
+    func run() throws {
+        if points == ["off"] {
+            try connection.send("loop", [("clear", .bool(true))])
+            return
+        }
+        guard points.count == 2 else { throw ValidationError("give START END, or off") }
+        let a = try parseTime(points[0]), b = try parseTime(points[1])
+        try connection.send("loop", [("start", .object(a.json)), ("end", .object(b.json))])
+    }
+}
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show what is playing.")
+    @OptionGroup var connection: Connection
+    func run() throws {
+        let s = try connection.send("status")
+        if connection.json { return }
+        print(StatusView.render(s))
+    }
+}
+
+enum StatusView {
+    static func render(_ s: JSON) -> String {
+        var lines: [String] = []
+        let state = s["state"]?.stringValue ?? "?"
+        guard let file = s["file"]?.stringValue else { return "stopped" }
+        let title = s["title"]?.stringValue ?? String(file.split(separator: "/").last ?? Substring(file))
+        lines.append([s["artist"]?.stringValue, title].compactMap { $0 }.joined(separator: " — "))
+        let pos = s["position"]?.numberValue ?? 0
+        let dur = s["duration"]?.numberValue
+        var bar = ""
+        if let d = dur, d > 0 {
+            let width = 30
+            let filled = min(width, Int(Double(width) * pos / d))
+            bar = " [" + String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled) + "]"
+        }
+        lines.append("[\(state)] \(formatClock(pos)) / \(dur.map(formatClock) ?? "?:??")\(bar)")
+        if let l = s["loop"], !l.isNull, let a = l["start"]?.numberValue, let b = l["end"]?.numberValue {
+            lines.append("loop: \(formatClock(a)) – \(formatClock(b))")
+        }
+        if let o = s["output"], !o.isNull {
+            lines.append("output: \(o["device"]?.stringValue ?? "?") \(o["format"]?.stringValue ?? "") \(o["sample_rate"]?.numberValue.map { Int($0) } ?? 0) Hz")
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+struct Watch: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print events as they come.")
+    @OptionGroup var connection: Connection
+    @Option(name: .long, help: "Also print the position every this many milliseconds.") var ticks: Int?
+    func run() throws {
+        let client = try connection.connect()
+        var req: [(String, JSON)] = [("id", .int(1)), ("cmd", .string("subscribe"))]
+        if let t = ticks { req.append(("ticks", .int(t))) }
+        guard client.send(JSON.object(req).text) else { fail("playd closed the connection", code: 5) }
+        while let line = client.readLine() {
+            guard let e = try? JSON.parse(line) else { continue }
+            if e["event"] == nil { continue }
+            if connection.json { print(line) } else { print(describe(e)) }
+            fflush(nil)
+        }
+    }
+
+    func describe(_ e: JSON) -> String {
+        switch e["event"]?.stringValue ?? "" {
+        case "state": return "state: \(e["state"]?.stringValue ?? "?")"
+        case "track": return "track: \(e["file"]?.stringValue ?? "?")"
+        case "track_end": return "ended: \(e["file"]?.stringValue ?? "?")"
+        case "position": return "position: \(formatClock(e["position"]?.numberValue ?? 0))"
+        case "underrun": return "underruns: \(Int(e["underruns"]?.numberValue ?? 0))"
+        case "error": return "error: \(e["code"]?.stringValue ?? "?"): \(e["message"]?.stringValue ?? "")"
+        default: return e.text
+        }
+    }
+}
+
+struct Ping: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Check that playd answers.")
+    @OptionGroup var connection: Connection
+    func run() throws {
+        try connection.send("ping")
+        if !connection.json { print("pong") }
+    }
+}

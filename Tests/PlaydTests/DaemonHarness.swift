@@ -1,0 +1,105 @@
+import Foundation
+import PlaydProtocol
+import CoreStreamTestSupport
+
+/// Runs the built `playd` binary as a daemon with a temporary config, socket and state
+/// file, and the built `playctl` against it.
+final class DaemonHarness {
+    static let binDir: String = {
+        // The test bundle sits next to the products in the build directory.
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path
+    }()
+    static var playd: String { binDir + "/playd" }
+    static var playctl: String { binDir + "/playctl" }
+
+    let dir: String
+    let socket: String
+    let stateFile: String
+    let capture: String
+    let configPath: String
+    private(set) var process: Process?
+    private(set) var log: String { get { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" } set {} }
+    private let logPath: String
+
+    init(extraConfig: String = "", output: String? = nil, name: String = #function) throws {
+        let safe = name.filter { $0.isLetter || $0.isNumber }
+        dir = NSTemporaryDirectory() + "playd-it-\(getpid())-\(safe)-\(UInt16.random(in: 0...UInt16.max))"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        socket = dir + "/control.sock"
+        stateFile = dir + "/state.json"
+        capture = dir + "/capture.wav"
+        configPath = dir + "/config.toml"
+        logPath = dir + "/playd.log"
+        let out = output ?? "wav:\(capture)?buffer_time=200&period_time=50"
+        try """
+        [control]
+        socket = "\(socket)"
+        [output]
+        device = "\(out)"
+        [state]
+        file = "\(stateFile)"
+        save_interval = 1
+        \(extraConfig)
+        """.write(toFile: configPath, atomically: true, encoding: .utf8)
+    }
+
+    /// Starts playd and waits until it answers a ping.
+    @discardableResult
+    func start(arguments: [String] = []) throws -> Process {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Self.playd)
+        p.arguments = ["--config", configPath] + arguments
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        let log = FileHandle(forWritingAtPath: logPath)!
+        log.seekToEndOfFile()
+        p.standardOutput = log
+        p.standardError = log
+        try p.run()
+        process = p
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if let c = try? LineClient(path: socket), c.request(.obj(("id", .int(0)), ("cmd", .string("ping")))) != nil { return p }
+            if !p.isRunning { break }
+            usleep(20_000)
+        }
+        throw FixtureError("playd did not start: \(self.log)")
+    }
+
+    /// SIGTERM and wait; returns the exit status and how long it took.
+    func terminate() -> (status: Int32, seconds: Double) {
+        guard let p = process, p.isRunning else { return (process?.terminationStatus ?? -1, 0) }
+        let t0 = Date()
+        p.terminate()
+        p.waitUntilExit()
+        return (p.terminationStatus, Date().timeIntervalSince(t0))
+    }
+
+    func kill9() {
+        guard let p = process, p.isRunning else { return }
+        kill(p.processIdentifier, SIGKILL)
+        p.waitUntilExit()
+    }
+
+    /// One request on a fresh connection.
+    func request(_ cmd: String, _ fields: (String, JSON)...) -> JSON? {
+        guard let c = try? LineClient(path: socket) else { return nil }
+        return c.request(.object([("id", .int(1)), ("cmd", .string(cmd))] + fields))
+    }
+
+    /// Runs playctl with the harness socket; returns (status, stdout, stderr).
+    func playctl(_ args: String...) throws -> (Int32, String, String) {
+        let r = try Shell.run([Self.playctl] + args, environment: ["PLAYD_SOCKET": socket])
+        return (r.status, String(decoding: r.stdout, as: UTF8.self), r.stderr)
+    }
+
+    func waitFor(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline { if condition() { return true }; usleep(10_000) }
+        return condition()
+    }
+
+    deinit {
+        kill9()
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+}

@@ -1,0 +1,238 @@
+import Foundation
+import Testing
+import PlaydProtocol
+import CoreStreamTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite("playd daemon, real processes", .serialized)
+struct DaemonTests {
+    let track = Fixtures.named("flac-44100-2.flac")
+
+    @Test func playctlDrivesEveryCommand() throws {
+        let h = try DaemonHarness()
+        try h.start()
+        var (st, out, err) = try h.playctl("ping")
+        #expect(st == 0 && out == "pong\n", "\(err)")
+        (st, _, err) = try h.playctl("play", track.path, "--at", "0.5")
+        #expect(st == 0, "\(err)")
+        (st, out, _) = try h.playctl("status")
+        #expect(st == 0 && out.contains("[playing]") && out.contains("flac-44100-2.flac") && out.contains("/ 0:03"))
+        (st, _, _) = try h.playctl("pause")
+        #expect(st == 0)
+        #expect(h.waitFor { h.request("status")?["state"]?.stringValue == "paused" })
+        (st, _, _) = try h.playctl("toggle")
+        #expect(h.request("status")?["state"]?.stringValue == "playing")
+        (st, _, _) = try h.playctl("seek", "44100f")
+        #expect(st == 0)
+        let s = try #require(h.request("status"))
+        #expect((s["position_frames"]?.numberValue ?? 0) >= 44100)
+        (st, _, _) = try h.playctl("seek", "-0.5")
+        #expect(st == 0)
+        (st, _, _) = try h.playctl("loop", "0.5", "1:01.5")
+        #expect(st == 1, "a loop end beyond the track is refused")
+        (st, _, _) = try h.playctl("loop", "0.5", "1.5")
+        #expect(st == 0)
+        let looped = try #require(h.request("status"))
+        #expect(looped["loop"]?["start_frames"]?.numberValue == 22050)
+        #expect(looped["loop"]?["end_frames"]?.numberValue == 66150)
+        (st, _, err) = try h.playctl("loop", "1.5", "0.5")
+        #expect(st == 1 && err.contains("invalid_argument"))
+        #expect(h.request("status")?["loop"]?["start_frames"]?.numberValue == 22050, "the region is kept")
+        (st, _, _) = try h.playctl("loop", "off")
+        #expect(h.request("status")?["loop"]?.isNull == true)
+        (st, out, _) = try h.playctl("status", "--json")
+        let j = try JSON.parse(out.trimmingCharacters(in: .whitespacesAndNewlines))
+        for key in ["state", "file", "position", "duration", "position_frames", "duration_frames", "sample_rate",
+                    "channels", "codec", "output", "loop", "volume", "underruns"] {
+            #expect(j[key] != nil, "status lacks \(key)")
+        }
+        #expect(j["sample_rate"]?.numberValue == 44100 && j["duration_frames"]?.numberValue == 132300)
+        (st, _, _) = try h.playctl("stop")
+        #expect(h.request("status")?["state"]?.stringValue == "stopped")
+        (st, _, err) = try h.playctl("seek", "1")
+        #expect(st == 1 && err.contains("not_playing"))
+        (st, _, err) = try h.playctl("play", "/nonexistent.flac")
+        #expect(st == 1 && err.contains("file_not_found") && err.contains("/nonexistent.flac"))
+        (st, _, err) = try h.playctl("seek", "1:75")
+        #expect(st != 0 && err.contains("not a time") || err.contains("below 60"))
+        #expect(h.terminate().status == 0)
+    }
+
+    @Test func malformedRequestsGetTypedErrorsAndTheConnectionStaysUsable() throws {
+        let h = try DaemonHarness()
+        try h.start()
+        let c = try LineClient(path: h.socket)
+        let cases: [(String, String)] = [
+            ("not json", "bad_json"),
+            ("[1,2]", "bad_json"),
+            (#"{"id":1}"#, "bad_request"),
+            (#"{"id":2,"cmd":5}"#, "bad_request"),
+            (#"{"id":3,"cmd":"dance"}"#, "unknown_command"),
+            (#"{"id":4,"cmd":"play"}"#, "bad_request"),
+            (#"{"id":5,"cmd":"play","path":42}"#, "bad_request"),
+            (#"{"id":6,"cmd":"seek","to":{"seconds":1}}"#, "not_playing"),
+            (#"{"id":7,"cmd":"play","path":"/etc"}"#, "is_directory"),
+            (#"{"id":8,"cmd":"subscribe","ticks":1}"#, "bad_request"),
+            (String(repeating: "x", count: 70_000), "line_too_long"),
+        ]
+        for (line, code) in cases {
+            #expect(c.send(line))
+            let reply = try #require(c.readLine(timeoutMillis: 5000).flatMap { try? JSON.parse($0) }, "no reply to \(line.prefix(40))")
+            #expect(reply["ok"]?.boolValue == false)
+            #expect(reply["error"]?["code"]?.stringValue == code, "\(line.prefix(40)): \(reply.text)")
+            #expect(reply["error"]?["message"]?.stringValue?.isEmpty == false)
+        }
+        // Still usable, and ids are echoed.
+        let pong = try #require(c.request(.obj(("id", .string("abc")), ("cmd", .string("ping")))))
+        #expect(pong["id"]?.stringValue == "abc" && pong["ok"]?.boolValue == true)
+        #expect(h.terminate().status == 0)
+    }
+
+    @Test func fiftyClientsWhilePlayingCauseNoUnderrun() throws {
+        let h = try DaemonHarness()
+        try h.start()
+        #expect(h.request("play", ("path", .string(track.path)))?["ok"]?.boolValue == true)
+        let failures = ManagedCounter()
+        let socket = h.socket
+        DispatchQueue.concurrentPerform(iterations: 50) { i in
+            guard let c = try? LineClient(path: socket) else { failures.add(); return }
+            for k in 0..<20 {
+                let cmd = k % 5 == 4 ? "version" : "status"
+                guard let r = c.request(.obj(("id", .int(k)), ("cmd", .string(cmd)))), r["ok"]?.boolValue == true,
+                      r["id"]?.numberValue == Double(k) else { failures.add(); return }
+            }
+            _ = i
+        }
+        #expect(failures.value == 0)
+        let s = try #require(h.request("status"))
+        #expect(s["underruns"]?.numberValue == 0)
+        #expect(s["state"]?.stringValue == "playing")
+        #expect(h.terminate().status == 0)
+    }
+
+    @Test func aClientThatStopsReadingIsCutOffAndOthersAreFine() throws {
+        let h = try DaemonHarness()
+        try h.start()
+        #expect(h.request("play", ("path", .string(track.path)))?["ok"]?.boolValue == true)
+        // Subscribe with fast ticks and never read; also flood it with requests.
+        let stuck = try LineClient(path: h.socket)
+        #expect(stuck.send(#"{"id":1,"cmd":"subscribe","ticks":50}"#))
+        let big = #"{"id":2,"cmd":"status"}"#
+        for _ in 0..<8000 { if !stuck.send(big) { break } }
+        // Others keep getting prompt answers meanwhile.
+        for _ in 0..<20 {
+            let t0 = Date()
+            #expect(h.request("status")?["ok"]?.boolValue == true)
+            #expect(Date().timeIntervalSince(t0) < 0.5)
+        }
+        #expect(h.request("status")?["underruns"]?.numberValue == 0)
+        // The stuck client was cut off at its buffer limit: it can read what was
+        // buffered in the kernel, then end of stream, far short of 8000 replies.
+        var replies = 0
+        while stuck.readLine(timeoutMillis: 2000) != nil { replies += 1 }
+        #expect(replies < 8000, "the stuck client got \(replies) replies: it was never cut off")
+        #expect(h.terminate().status == 0)
+    }
+
+    @Test func sigtermSavesStateAndARestartResumesThere() throws {
+        let h = try DaemonHarness()
+        try h.start()
+        #expect(h.request("play", ("path", .string(track.path)), ("at", .number(1.0)))?["ok"]?.boolValue == true)
+        #expect(h.request("loop", ("start", .number(0.25)), ("end", .number(2.0)))?["ok"]?.boolValue == true)
+        usleep(300_000)
+        let before = try #require(h.request("status")?["position_frames"]?.numberValue)
+        let (status, seconds) = h.terminate()
+        #expect(status == 0)
+        #expect(seconds < 1.0, "SIGTERM took \(seconds) s")
+        #expect(!FileManager.default.fileExists(atPath: h.socket), "the socket is removed")
+        let saved = try JSON.parse(String(contentsOfFile: h.stateFile, encoding: .utf8))
+        let savedPos = try #require(saved["position_frames"]?.numberValue)
+        #expect(abs(savedPos - before) < 44100 * 0.5)
+        try h.start()
+        let s = try #require(h.request("status"))
+        #expect(s["state"]?.stringValue == "paused")
+        #expect(s["file"]?.stringValue == track.path)
+        #expect(s["position_frames"]?.numberValue == savedPos)
+        #expect(s["loop"]?["start_frames"]?.numberValue == 11025)
+        #expect(h.terminate().status == 0)
+    }
+
+    @Test func aCorruptStateFileIsReportedAndIgnored() throws {
+        let h = try DaemonHarness()
+        try "{ not json".write(toFile: h.stateFile, atomically: true, encoding: .utf8)
+        try h.start()
+        #expect(h.request("status")?["state"]?.stringValue == "stopped")
+        #expect(h.log.contains("corrupt state file"))
+        #expect(h.terminate().status == 0)
+    }
+
+    @Test func aStaleSocketIsReplacedAndALiveOneIsNotTakenOver() throws {
+        let h = try DaemonHarness()
+        try h.start()
+        h.kill9()
+        #expect(FileManager.default.fileExists(atPath: h.socket), "kill -9 leaves the socket behind")
+        try h.start()  // replaces the stale socket
+        #expect(h.request("ping")?["ok"]?.boolValue == true)
+        // A second playd on the same socket is refused and the first keeps serving.
+        let second = Process()
+        second.executableURL = URL(fileURLWithPath: DaemonHarness.playd)
+        second.arguments = ["--config", h.configPath]
+        let errPipe = Pipe()
+        second.standardError = errPipe
+        second.standardOutput = FileHandle.nullDevice
+        try second.run()
+        second.waitUntilExit()
+        let err = String(decoding: errPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(second.terminationStatus != 0)
+        #expect(err.contains("another playd is already listening"))
+        #expect(h.request("ping")?["ok"]?.boolValue == true)
+        #expect(h.terminate().status == 0)
+    }
+
+    @Test func socketModeAndBadConfigAtStart() throws {
+        let h = try DaemonHarness(extraConfig: "")
+        try h.start()
+        var st = stat()
+        #expect(stat(h.socket, &st) == 0)
+        #expect(st.st_mode & 0o777 == 0o660)
+        #expect(h.terminate().status == 0)
+        try "[output]\nbuffer_time = \"long\"\n".write(toFile: h.configPath, atomically: true, encoding: .utf8)
+        let r = try Shell.run([DaemonHarness.playd, "--config", h.configPath])
+        #expect(r.status != 0)
+        #expect(r.stderr.contains("line 2") && r.stderr.contains("output.buffer_time"))
+    }
+
+    @Test func playctlReportsAMissingDaemonClearly() throws {
+        let r = try Shell.run([DaemonHarness.playctl, "status"], environment: ["PLAYD_SOCKET": "/tmp/no-such-playd.sock"])
+        #expect(r.status == 3)
+        #expect(r.stderr.contains("no playd listening on /tmp/no-such-playd.sock"))
+    }
+
+    @Test func watchPrintsEvents() throws {
+        let h = try DaemonHarness()
+        try h.start()
+        let c = try LineClient(path: h.socket)
+        let sub = try #require(c.request(.obj(("id", .int(1)), ("cmd", .string("subscribe")), ("ticks", .int(100)))))
+        #expect(sub["ok"]?.boolValue == true)
+        #expect(h.request("play", ("path", .string(track.path)))?["ok"]?.boolValue == true)
+        var seen: Set<String> = []
+        let deadline = Date().addingTimeInterval(6)
+        while Date() < deadline, !seen.isSuperset(of: ["track", "state", "position", "track_end"]) {
+            if let line = c.readLine(timeoutMillis: 500), let e = try? JSON.parse(line), let name = e["event"]?.stringValue {
+                seen.insert(name)
+            }
+        }
+        #expect(seen.isSuperset(of: ["track", "state", "position", "track_end"]), "events seen: \(seen)")
+        #expect(h.terminate().status == 0)
+    }
+}
+
+final class ManagedCounter: @unchecked Sendable {
+    // @unchecked Sendable: guarded by `lock`.
+    private let lock = NSLock()
+    private var n = 0
+    func add() { lock.lock(); n += 1; lock.unlock() }
+    var value: Int { lock.lock(); defer { lock.unlock() }; return n }
+}

@@ -1,0 +1,128 @@
+import Testing
+@testable import PlaydDaemon
+import PlaydProtocol
+import Foundation
+import CoreStreamTestSupport
+
+@Suite("JSON")
+struct JSONTests {
+    @Test(arguments: [
+        #"{"id":1,"cmd":"play","path":"/a b/ü.flac"}"#,
+        #"{"a":[1,2.5,-3,1e3,true,false,null],"b":{"c":"x\"y\\z\n"}}"#,
+        #"[]"#, #"{}"#, #""\u00e9\ud83c\udfb5""#,
+    ])
+    func roundTrips(_ text: String) throws {
+        let v = try JSON.parse(text)
+        #expect(try JSON.parse(v.text) == v)
+    }
+
+    @Test(arguments: [
+        "", "{", "{\"a\":}", "{\"a\" 1}", "[1,]", "tru", "\"\\x\"", "\"\u{01}\"", "{} x", "01", "1.", "-",
+        "\"\\ud800\"", String(repeating: "[", count: 100) + String(repeating: "]", count: 100),
+    ])
+    func rejects(_ text: String) {
+        #expect(throws: JSON.ParseError.self) { try JSON.parse(text) }
+    }
+
+    @Test func numbersKeepIntegersExact() throws {
+        #expect(JSON.int(Int64(9_007_199_254_740_000)).text == "9007199254740000")
+        #expect(try JSON.parse("123456789012").numberValue == 123_456_789_012)
+    }
+}
+
+@Suite("TIME arguments")
+struct TimeArgumentTests {
+    @Test(arguments: [
+        ("83.5", TimeArgument(value: .seconds(83.5))),
+        ("1:23.5", TimeArgument(value: .seconds(83.5))),
+        ("1:02:03", TimeArgument(value: .seconds(3723))),
+        ("+10", TimeArgument(value: .seconds(10), direction: 1)),
+        ("-10", TimeArgument(value: .seconds(10), direction: -1)),
+        ("123456f", TimeArgument(value: .frames(123456))),
+        ("+4410f", TimeArgument(value: .frames(4410), direction: 1)),
+        ("0", TimeArgument(value: .seconds(0))),
+    ])
+    func parses(_ text: String, _ expected: TimeArgument) throws {
+        #expect(try TimeArgument(parsing: text) == expected)
+    }
+
+    @Test(arguments: ["", "abc", "1:60", "1:2:3:4", "f", "12.5f", "1::2", "+", "1:-2", "nan", "inf"])
+    func rejects(_ text: String) {
+        #expect(throws: TimeArgument.ParseError.self) { try TimeArgument(parsing: text) }
+    }
+}
+
+@Suite("Config")
+struct ConfigTests {
+    @Test func readsEveryKey() throws {
+        let text = """
+        # comment
+        [control]
+        socket = "/run/x.sock"   # trailing comment
+        socket_mode = "0600"
+        socket_group = 'audio'
+        [output]
+        device = "alsa:hw:0"
+        fallback = ["plughw:0", "default"]
+        buffer_time = 200
+        period_time = 50
+        [engine]
+        ring_frames = 65_536
+        [library]
+        music_roots = ["/srv/music"]
+        [state]
+        file = "/var/lib/playd/state.json"
+        save_interval = 5
+        resume = "playing"
+        [log]
+        level = "debug"
+        """
+        let c = try DaemonConfig(toml: text, path: "t.toml")
+        #expect(c.socketPath == "/run/x.sock")
+        #expect(c.socketMode == 0o600)
+        #expect(c.socketGroup == "audio")
+        #expect(c.outputSpec == "alsa:hw:0|plughw:0|default")
+        #expect(c.bufferTime == 200 && c.periodTime == 50)
+        #expect(c.ringFrames == 65536)
+        #expect(c.musicRoots == ["/srv/music"])
+        #expect(c.stateFile == "/var/lib/playd/state.json" && c.saveInterval == 5 && c.resume == "playing")
+        #expect(c.logLevel == "debug")
+    }
+
+    @Test(arguments: [
+        ("[output]\nbuffer_time = \"500\"", "line 2: output.buffer_time: expected an integer, got string"),
+        ("[output]\ncolour = 1", "line 2: unknown key 'output.colour'"),
+        ("\n\n[control]\nsocket_mode = \"999\"", "line 4: control.socket_mode"),
+        ("[state]\nresume = \"later\"", "line 2: state.resume"),
+        ("[output]\nbuffer_time = 100\nperiod_time = 200", "period_time"),
+        ("[output]\ndevice = alsa", "line 2"),
+        ("[output]\n[output]", "line 2: table [output] defined twice"),
+        ("[log]\nlevel = \"loud\"", "line 2: log.level"),
+        ("[output]\nfallback = [1]", "line 2: output.fallback"),
+    ])
+    func refusesWithKeyAndLine(_ text: String, _ expected: String) {
+        do {
+            _ = try DaemonConfig(toml: text, path: "bad.toml")
+            Issue.record("accepted: \(text)")
+        } catch {
+            #expect(error.message.hasPrefix("bad.toml: "))
+            #expect(error.message.contains(expected), "\(error.message)")
+        }
+    }
+
+    @Test func theExampleConfigParsesToTheDefaults() throws {
+        let path = Fixtures.repositoryRoot.appendingPathComponent("config.example.toml").path
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        // Every key is commented out at its default: uncommenting them all must give the defaults.
+        let uncommented = text.split(separator: "\n", omittingEmptySubsequences: false).map { line -> String in
+            // "# key = value" lines are settings; everything else is prose.
+            let l = String(line)
+            guard l.hasPrefix("# "), let eq = l.range(of: " = ") else { return l }
+            let key = l[l.index(l.startIndex, offsetBy: 2)..<eq.lowerBound]
+            return key.allSatisfy({ $0.isLowercase || $0 == "_" }) ? String(l.dropFirst(2)) : l
+        }.joined(separator: "\n")
+        #expect(uncommented.components(separatedBy: " = ").count > 12)
+        let c = try DaemonConfig(toml: uncommented, path: path)
+        #expect(c == DaemonConfig())
+    }
+}
