@@ -65,7 +65,7 @@ public final class ControlServer: @unchecked Sendable {
 
     /// Creates the socket: detects and replaces a stale one, refuses one a live process
     /// holds, applies `mode` and `group`.
-    public init(path: String, mode: UInt32, group: String, tickMillis: Int32 = 250,
+    public init(path: String, mode: UInt32, group: String, tickMillis: Int32 = 1000,
                 handler: @escaping Handler, onTick: @escaping () -> Void) throws(SetupError) {
         self.path = path
         self.handler = handler

@@ -7,8 +7,10 @@ import Synchronization
 import Glibc
 #endif
 
-/// Set by SIGINT/SIGTERM; polled by the main loop.
+/// Set by SIGINT/SIGTERM.
 private let stopRequested = Atomic<Bool>(false)
+/// Wakes the one-shot player's main thread: end of track, or a signal.
+private let mainWake = Atomic<Int32>(-1)
 
 @main
 struct Playd: ParsableCommand {
@@ -82,9 +84,13 @@ struct Playd: ParsableCommand {
         if output != "auto" {
             do { _ = try OutputSpec.make(output) } catch { throw ValidationError(error.message) }
         }
-        let engine = PlaybackEngine(configuration: config, logger: logger)
-        signal(SIGINT) { _ in stopRequested.store(true, ordering: .relaxed) }
-        signal(SIGTERM) { _ in stopRequested.store(true, ordering: .relaxed) }
+        mainWake.store(EventFD.make(), ordering: .relaxed)
+        let engine = PlaybackEngine(configuration: config, logger: logger) { event in
+            if case .stateChanged(.stopped) = event { EventFD.signal(mainWake.load(ordering: .relaxed)) }
+        }
+        // The handlers only store a flag and write an eventfd (async-signal-safe).
+        signal(SIGINT) { _ in stopRequested.store(true, ordering: .relaxed); EventFD.signal(mainWake.load(ordering: .relaxed)) }
+        signal(SIGTERM) { _ in stopRequested.store(true, ordering: .relaxed); EventFD.signal(mainWake.load(ordering: .relaxed)) }
 
         var failures = 0
         for (i, file) in playlist.enumerated() {
@@ -102,8 +108,9 @@ struct Playd: ParsableCommand {
             if let out = engine.status().output {
                 print("playd: playing \(file) → \(out)")
             }
+            // Sleep until the track ends or a signal arrives (no polling).
             while engine.status().state != .stopped && !stopRequested.load(ordering: .relaxed) {
-                usleep(50_000)
+                EventFD.wait(mainWake.load(ordering: .relaxed), timeoutNanoseconds: -1)
             }
             if stopRequested.load(ordering: .relaxed) { break }
         }

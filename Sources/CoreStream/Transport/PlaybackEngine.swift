@@ -419,10 +419,11 @@ public final class PlaybackEngine: @unchecked Sendable {
             }
             fill(r)
             report(r)
-            // Sleep until the render thread wants more, a command arrives, or a housekeeping tick.
+            // Sleep until the render thread wants more (low water, end, underrun, device
+            // error all signal readerWake), a command arrives, or a 1 s housekeeping tick.
             let full = r.shared.ring.writableFrames < r.chunk
             if full || r.finished || r.decoder == nil {
-                EventFD.wait(r.shared.readerWake, timeoutNanoseconds: 250_000_000)
+                EventFD.wait(r.shared.readerWake, timeoutNanoseconds: 1_000_000_000)
             }
         }
     }
