@@ -317,6 +317,11 @@ public final class ControlServer: @unchecked Sendable {
 
 /// `{"id":…,"ok":false,"error":{"code":"…","message":"…"}}`.
 public func errorReply(id: JSON?, _ code: ProtocolErrorCode, _ message: String) -> JSON {
+    errorReply(id: id, code: code.rawValue, message)
+}
+
+/// The same with a code name from elsewhere (the engine's `StreamError.Code.name`).
+public func errorReply(id: JSON?, code: String, _ message: String) -> JSON {
     .obj(("id", id), ("ok", .bool(false)),
-         ("error", .obj(("code", .string(code.rawValue)), ("message", .string(message)))))
+         ("error", .obj(("code", .string(code)), ("message", .string(message)))))
 }

@@ -138,7 +138,7 @@ public final class Daemon: @unchecked Sendable {
         } catch let e as RequestError {
             return errorReply(id: id, e.code, e.message)
         } catch let e as StreamError {
-            return errorReply(id: id, ProtocolErrorCode(rawValue: e.code.name) ?? .internal, e.message)
+            return errorReply(id: id, code: e.code.name, e.message)
         } catch {
             return errorReply(id: id, .internal, "\(error)")
         }
@@ -270,6 +270,10 @@ public final class Daemon: @unchecked Sendable {
             m.append(("output", .null))
         }
         m += [("volume", .int(100)), ("underruns", .int(s.underruns)), ("corrupt_packets", .int(s.corruptPackets))]
+        if let ns = s.lastStartLatencyNanoseconds {
+            // From the last play/seek request to its first frame written to the output.
+            m.append(("start_latency_ms", .number(Double(ns) / 1e6)))
+        }
         return m
     }
 

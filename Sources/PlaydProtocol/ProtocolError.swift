@@ -1,4 +1,6 @@
-/// The control protocol's fixed set of error codes (docs/protocol.md).
+/// The control protocol's own error codes (docs/protocol.md). Errors from the engine
+/// (a file that cannot be played, a device that fails) carry the engine's code name
+/// unchanged, e.g. `file_not_found`, `truncated`, `output_unavailable`.
 public enum ProtocolErrorCode: String, CaseIterable, Sendable {
     /// The line is not valid JSON, or not a JSON object.
     case badJSON = "bad_json"
@@ -10,21 +12,8 @@ public enum ProtocolErrorCode: String, CaseIterable, Sendable {
     case lineTooLong = "line_too_long"
     /// The command needs a track (seek, loop while stopped).
     case notPlaying = "not_playing"
-    // The engine's file and device errors, with the same names as StreamError.Code.
-    case fileNotFound = "file_not_found"
-    case isDirectory = "is_directory"
-    case permissionDenied = "permission_denied"
-    case emptyFile = "empty_file"
-    case notAudio = "not_audio"
-    case noAudioStream = "no_audio_stream"
-    case truncated = "truncated"
-    case encrypted = "encrypted"
-    case corrupt = "corrupt"
-    case unsupportedCodec = "unsupported_codec"
-    case unsupportedFormat = "unsupported_format"
+    /// A position or region outside the track.
     case invalidArgument = "invalid_argument"
-    case outputUnavailable = "output_unavailable"
-    case outputFailed = "output_failed"
-    case ioError = "io_error"
+    /// Anything unexpected; the message says what.
     case `internal` = "internal"
 }

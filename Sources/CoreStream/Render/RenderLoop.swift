@@ -383,6 +383,11 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             history[historyHead] = m
             historyHead = (historyHead + 1) % historyCapacity
             historyCount = min(historyCount + 1, historyCapacity)
+            if m.generation != generation {
+                // The first frame of a new stream (play or seek) is about to be written.
+                shared.firstWrittenTime.store(monotonicNanoseconds(), ordering: .relaxed)
+                shared.firstWrittenGeneration.store(m.generation, ordering: .releasing)
+            }
             generation = m.generation
         }
     }

@@ -86,6 +86,11 @@ public final class RenderShared: @unchecked Sendable {
     public let realtimeResult = Atomic<Int32>(-1)
     /// Frames the render thread has written to the device. Written by render.
     public let framesRendered = Atomic<Int>(0)
+    /// When the first frame of generation `firstWrittenGeneration` went to the device
+    /// (CLOCK_MONOTONIC ns). Render stores the time (relaxed), then the generation
+    /// (release); readers load the generation (acquire), then the time.
+    public let firstWrittenTime = Atomic<UInt64>(0)
+    public let firstWrittenGeneration = Atomic<UInt64>(0)
 
     // The heard position, published by render with a sequence lock so readers get a
     // consistent (frame, time, generation) triple without ever blocking the writer.

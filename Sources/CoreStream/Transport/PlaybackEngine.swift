@@ -62,6 +62,9 @@ public final class PlaybackEngine: @unchecked Sendable {
         public var underruns: Int
         public var deviceXruns: Int
         public var corruptPackets: Int
+        /// From the last `seek` (or `play`) call to its first frame written to the
+        /// device, once that has happened.
+        public var lastStartLatencyNanoseconds: UInt64?
         public var positionSeconds: Double {
             track.map { FrameTime.seconds(positionFrames, rate: $0.sampleRate) } ?? 0
         }
@@ -85,6 +88,8 @@ public final class PlaybackEngine: @unchecked Sendable {
         var renderThread: PThread?
         var usingNullFallback = false
         var corruptPackets = 0
+        /// When the current generation was requested (play or seek).
+        var requestedAt: UInt64 = 0
     }
     private let control = Mutex(Control())
 
@@ -150,6 +155,7 @@ public final class PlaybackEngine: @unchecked Sendable {
             }
             try decoder.setOutputFormat(c.negotiated!.pcm)
             c.generation += 1
+            c.requestedAt = monotonicNanoseconds()
             c.track = decoder.info
             c.pendingPosition = start
             c.corruptPackets = 0
@@ -190,6 +196,7 @@ public final class PlaybackEngine: @unchecked Sendable {
             }
             c.generation += 1
             c.pendingPosition = frame
+            c.requestedAt = monotonicNanoseconds()
             send(.seek(frame, generation: c.generation))
         }
     }
@@ -208,11 +215,16 @@ public final class PlaybackEngine: @unchecked Sendable {
                 }
                 if let d = track.durationFrames, !track.durationIsEstimate { position = min(position, d) }
             }
+            var latency: UInt64?
+            if shared.firstWrittenGeneration.load(ordering: .acquiring) == c.generation {
+                latency = shared.firstWrittenTime.load(ordering: .relaxed) &- c.requestedAt
+            }
             return Status(state: c.transport.state, track: c.track, positionFrames: position,
                           output: c.negotiated,
                           underruns: shared.underruns.load(ordering: .relaxed),
                           deviceXruns: shared.deviceXruns.load(ordering: .relaxed),
-                          corruptPackets: c.corruptPackets)
+                          corruptPackets: c.corruptPackets,
+                          lastStartLatencyNanoseconds: latency)
         }
     }
 
