@@ -51,11 +51,12 @@ public final class LineClient {
 
     deinit { close(fd) }
 
-    /// Sends `line` plus a newline. Returns false when the daemon has gone.
+    /// Sends `line` plus a newline (or, with `newline: false`, a fragment). Returns false
+    /// when the daemon has gone.
     @discardableResult
-    public func send(_ line: String) -> Bool {
+    public func send(_ line: String, newline: Bool = true) -> Bool {
         var bytes = Array(line.utf8)
-        bytes.append(0x0A)
+        if newline { bytes.append(0x0A) }
         var off = 0
         while off < bytes.count {
             let n = bytes[off...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }

@@ -87,6 +87,18 @@ struct DaemonTests {
         // Still usable, and ids are echoed.
         let pong = try #require(c.request(.obj(("id", .string("abc")), ("cmd", .string("ping")))))
         #expect(pong["id"]?.stringValue == "abc" && pong["ok"]?.boolValue == true)
+        // Clients that vanish mid-request (half a line, or a request then gone before the
+        // reply) cost nobody else anything.
+        for _ in 0..<20 {
+            let gone = try LineClient(path: h.socket)
+            _ = gone.send(#"{"id":1,"cmd":"sta"#, newline: false)
+        }
+        for _ in 0..<20 {
+            let gone = try LineClient(path: h.socket)
+            _ = gone.send(#"{"id":1,"cmd":"status"}"#)
+        }
+        let after = try #require(c.request(.obj(("id", .int(99)), ("cmd", .string("status")))))
+        #expect(after["ok"]?.boolValue == true)
         #expect(h.terminate().status == 0)
     }
 

@@ -176,6 +176,7 @@ public final class AudioDecoder {
                          sampleRate: sourceRate, channels: sourceChannels,
                          durationFrames: nil, durationIsEstimate: true,
                          bitRate: bitRate, bitsPerSample: bits,
+                         preferredDeviceFormat: Self.deviceFormat(for: cc.pointee.sample_fmt),
                          tags: Self.readTags(fmt, st))
 
         try configureResampler()
@@ -439,6 +440,14 @@ public final class AudioDecoder {
             parts.append("\(type) \(name)")
         }
         return parts.isEmpty ? "none" : parts.joined(separator: ", ")
+    }
+
+    private static func deviceFormat(for f: AVSampleFormat) -> DeviceSampleFormat {
+        switch f {
+        case AV_SAMPLE_FMT_U8, AV_SAMPLE_FMT_U8P, AV_SAMPLE_FMT_S16, AV_SAMPLE_FMT_S16P: return .int16
+        case AV_SAMPLE_FMT_S32, AV_SAMPLE_FMT_S32P: return .int32
+        default: return .float32
+        }
     }
 
     /// Audio streams that FFmpeg guessed from the name but could not read a rate or

@@ -19,6 +19,10 @@ public struct TrackInfo: Sendable, Equatable {
     public var bitRate: Int?
     /// Bits per decoded sample for lossless sources (16, 24…), when known.
     public var bitsPerSample: Int?
+    /// The device sample format that carries this source without loss and without
+    /// waste: S16 for 8/16-bit integer sources, S32 for 24/32-bit, float for lossy
+    /// codecs (they decode to float).
+    public var preferredDeviceFormat: DeviceSampleFormat
     /// Tags with lower-cased keys (`title`, `artist`, `album`, …), stream tags over container tags.
     public var tags: [String: String]
 

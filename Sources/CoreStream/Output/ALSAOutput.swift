@@ -49,12 +49,12 @@ public final class ALSAOutput: AudioOutput {
         return chain
     }
 
-    public func open(_ requested: PCMFormat) throws(StreamError) -> NegotiatedFormat {
+    public func open(_ requested: PCMFormat, preferring: DeviceSampleFormat) throws(StreamError) -> NegotiatedFormat {
         close()
         var failures: [String] = []
         for device in chain {
             do {
-                var result = try openDevice(device, requested)
+                var result = try openDevice(device, requested, preferring)
                 result.fallbacks = failures
                 negotiated = result
                 return result
@@ -71,7 +71,7 @@ public final class ALSAOutput: AudioOutput {
         }
     }
 
-    private func openDevice(_ device: String, _ requested: PCMFormat) throws(StreamError) -> NegotiatedFormat {
+    private func openDevice(_ device: String, _ requested: PCMFormat, _ preferred: DeviceSampleFormat) throws(StreamError) -> NegotiatedFormat {
         var handle: OpaquePointer?
         try check(snd_pcm_open(&handle, device, SND_PCM_STREAM_PLAYBACK, SND_PCM_NONBLOCK), "snd_pcm_open", device)
         guard let pcm = handle else { throw StreamError(.outputUnavailable, "snd_pcm_open() returned no handle") }
@@ -84,10 +84,11 @@ public final class ALSAOutput: AudioOutput {
         try check(snd_pcm_hw_params_any(pcm, hwp), "snd_pcm_hw_params_any", device)
         try check(snd_pcm_hw_params_set_access(pcm, hwp, SND_PCM_ACCESS_RW_INTERLEAVED), "snd_pcm_hw_params_set_access", device)
 
-        // Float first (no conversion at all), then the integer formats DACs take.
-        let candidates: [(DeviceSampleFormat, snd_pcm_format_t)] = [
+        // The source's own width first, then float, then the integer formats DACs take.
+        let all: [(DeviceSampleFormat, snd_pcm_format_t)] = [
             (.float32, SND_PCM_FORMAT_FLOAT_LE), (.int32, SND_PCM_FORMAT_S32_LE), (.int16, SND_PCM_FORMAT_S16_LE),
         ]
+        let candidates = all.filter { $0.0 == preferred } + all.filter { $0.0 != preferred }
         guard let chosen = candidates.first(where: { snd_pcm_hw_params_test_format(pcm, hwp, $0.1) == 0 }) else {
             throw StreamError(.outputUnavailable, "snd_pcm_hw_params_test_format(): none of FLOAT_LE, S32_LE, S16_LE accepted")
         }
@@ -155,9 +156,8 @@ public final class ALSAOutput: AudioOutput {
     /// The corresponding ALSA functions are `snd_pcm_poll_descriptors_revents` and `poll`.
     public func wait(frames: Int, wakeDescriptor: Int32, timeoutNanoseconds: Int) -> OutputWaitResult {
         guard let p = pcm else { return .error(-EBADFD) }
-        let avail = snd_pcm_avail_update(p)
-        if avail < 0 { return .error(Int32(avail)) }
-        if Int(avail) >= frames { return .ready }
+        // The caller has just seen fewer than `frames` writable (writable()), so no
+        // second avail_update here: with the pulse plugin every call takes its lock.
         // A PCM that is prepared but not started never becomes writable by itself.
         if snd_pcm_state(p) == SND_PCM_STATE_PREPARED { return .ready }
         pollDescriptors[pollCount] = pollfd(fd: wakeDescriptor, events: Int16(POLLIN), revents: 0)

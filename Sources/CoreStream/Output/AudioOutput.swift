@@ -31,6 +31,13 @@ public struct NegotiatedFormat: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
+extension AudioOutput {
+    /// Opens preferring 32-bit float.
+    public func open(_ requested: PCMFormat) throws(StreamError) -> NegotiatedFormat {
+        try open(requested, preferring: .float32)
+    }
+}
+
 /// What `wait` reports.
 public enum OutputWaitResult: Sendable, Equatable {
     /// At least the requested frames are writable.
@@ -58,8 +65,10 @@ public protocol AudioOutput: AnyObject {
     /// the render thread then waits for data instead of writing silence.
     var isRealTime: Bool { get }
 
-    /// Opens the device for `requested`, negotiating what it accepts.
-    func open(_ requested: PCMFormat) throws(StreamError) -> NegotiatedFormat
+    /// Opens the device for `requested`, negotiating what it accepts; `preferring` is
+    /// the sample format tried first (the source's own width, so a 16-bit file goes out
+    /// as S16: half the bytes, and still bit-exact).
+    func open(_ requested: PCMFormat, preferring: DeviceSampleFormat) throws(StreamError) -> NegotiatedFormat
     /// Closes the device. Safe to call when not open.
     func close()
 

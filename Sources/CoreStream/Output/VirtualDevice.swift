@@ -50,7 +50,8 @@ public class VirtualDevice: AudioOutput {
     /// Finishes the sink. Control side.
     func closeSink() {}
 
-    public func open(_ requested: PCMFormat) throws(StreamError) -> NegotiatedFormat {
+    /// Always float: the `wav:` capture holds exactly what was rendered.
+    public func open(_ requested: PCMFormat, preferring: DeviceSampleFormat) throws(StreamError) -> NegotiatedFormat {
         close()
         rate = requested.sampleRate
         channels = requested.channels

@@ -49,6 +49,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     private var lowWaterSignalled = false
     private var pausedDeviceIdle = true
     private var drainDeadline: UInt64 = 0
+    private var publishCountdown = 0
 
     init(shared: RenderShared, output: Output, format: NegotiatedFormat) {
         self.shared = shared
@@ -129,6 +130,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         lowWaterSignalled = false
         pausedDeviceIdle = true
         drainDeadline = 0
+        publishCountdown = 0
         ackedFlush = request
         shared.flushAck.store(request, ordering: .releasing)  // the ring is empty: the reader may refill
         EventFD.signal(shared.readerWake)
@@ -164,6 +166,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         }
         gainTarget = 1
         state = .running
+        publishCountdown = 0
         publishState()
     }
 
@@ -251,7 +254,14 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         if done > fromRing { record(ring: -1, length: done - fromRing) }
         if fromRing < frames { gain = 0 }  // after an underrun, come back with a ramp
         shared.framesRendered.add(done, ordering: .relaxed)
-        publishHeard(advancing: true)
+        // The device delay costs a lock round in some plugins (pulse): publish the heard
+        // position on the first write after a change and then every 4th period; readers
+        // interpolate in between.
+        publishCountdown -= 1
+        if publishCountdown <= 0 || state != .running {
+            publishCountdown = 4
+            publishHeard(advancing: true)
+        }
     }
 
     /// Pause: take back what the device has queued but not played (when it can rewind),

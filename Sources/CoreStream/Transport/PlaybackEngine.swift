@@ -84,6 +84,7 @@ public final class PlaybackEngine: @unchecked Sendable {
         var pendingPosition: Int64 = 0
         var negotiated: NegotiatedFormat?
         var requestedFormat: PCMFormat?
+        var requestedSampleFormat: DeviceSampleFormat = .float32
         var output: (any AudioOutput)?
         var renderThread: PThread?
         var usingNullFallback = false
@@ -150,8 +151,9 @@ public final class PlaybackEngine: @unchecked Sendable {
         }
         try control.withLock { (c: inout Control) throws(StreamError) in
             let wanted = PCMFormat(sampleRate: decoder.info.sampleRate, channels: decoder.info.channels)
-            if c.output == nil || c.requestedFormat != wanted {
-                try reopenOutput(&c, for: wanted)
+            let width = decoder.info.preferredDeviceFormat
+            if c.output == nil || c.requestedFormat != wanted || c.requestedSampleFormat != width {
+                try reopenOutput(&c, for: wanted, preferring: width)
             }
             try decoder.setOutputFormat(c.negotiated!.pcm)
             c.generation += 1
@@ -173,9 +175,11 @@ public final class PlaybackEngine: @unchecked Sendable {
 
     /// Opens the output for `format` now (a daemon does this at start, so a broken device
     /// fails the start). A later track in another format reopens it.
-    public func openOutput(for format: PCMFormat) throws(StreamError) {
+    public func openOutput(for format: PCMFormat, preferring width: DeviceSampleFormat = .int16) throws(StreamError) {
         try control.withLock { (c: inout Control) throws(StreamError) in
-            if c.output == nil || c.requestedFormat != format { try reopenOutput(&c, for: format) }
+            if c.output == nil || c.requestedFormat != format || c.requestedSampleFormat != width {
+                try reopenOutput(&c, for: format, preferring: width)
+            }
         }
     }
 
@@ -209,8 +213,8 @@ public final class PlaybackEngine: @unchecked Sendable {
             if heard.generation == c.generation, let track = c.track, let out = c.negotiated {
                 position = heard.frame
                 if heard.advancing && c.transport.state == .playing {
-                    // Interpolate between the render thread's reports (one per period).
-                    let elapsed = Int64(min(monotonicNanoseconds() &- heard.time, UInt64(out.periodFrames) * 2_000_000_000 / UInt64(out.pcm.sampleRate)))
+                    // Interpolate between the render thread's reports (one every 4 periods).
+                    let elapsed = Int64(min(monotonicNanoseconds() &- heard.time, UInt64(out.periodFrames) * 6_000_000_000 / UInt64(out.pcm.sampleRate)))
                     position += FrameTime.rescaleFloor(elapsed, Int64(track.sampleRate), 1_000_000_000)
                 }
                 if let d = track.durationFrames, !track.durationIsEstimate { position = min(position, d) }
@@ -280,7 +284,7 @@ public final class PlaybackEngine: @unchecked Sendable {
 
     /// Stops the render thread and the reader's production, reopens the output for
     /// `format`, and starts a new render thread.
-    private func reopenOutput(_ c: inout Control, for format: PCMFormat) throws(StreamError) {
+    private func reopenOutput(_ c: inout Control, for format: PCMFormat, preferring width: DeviceSampleFormat) throws(StreamError) {
         // 1. The reader lets go of its decoder and stops writing into the ring.
         let done = Semaphore()
         send(.detach(Handoff(done)))
@@ -295,7 +299,7 @@ public final class PlaybackEngine: @unchecked Sendable {
         if output == nil { output = try makeOutput(&c) }
         var negotiated: NegotiatedFormat
         do {
-            negotiated = try output!.open(format)
+            negotiated = try output!.open(format, preferring: width)
         } catch {
             guard configuration.output == "auto", !c.usingNullFallback else { throw error }
             logger.warning("no sound card: playing through the paced null output (audio is discarded)",
@@ -320,6 +324,7 @@ public final class PlaybackEngine: @unchecked Sendable {
         c.output = output
         c.negotiated = negotiated
         c.requestedFormat = format
+        c.requestedSampleFormat = width
         let h = Handoff((shared, output!, negotiated))
         c.renderThread = PThread(name: "playd-render") {
             let (shared, out, fmt) = h.value
