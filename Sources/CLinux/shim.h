@@ -1,13 +1,12 @@
 // Shim for Linux calls that Glibc's Swift module does not expose.
 //
-// Why it exists: eventfd() lives in <sys/eventfd.h> and ppoll() needs _GNU_SOURCE;
-// neither is in Swift's Glibc module map. Every symbol added here is prefixed
-// `clinux_`. SO_PEERCRED and pthread scheduling helpers may join it later.
+// Why it exists: eventfd() lives in <sys/eventfd.h>, and ppoll(), accept4() and
+// pthread_setname_np() are GNU extensions. Defining _GNU_SOURCE here would change
+// glibc's struct definitions (fd_set) against Swift's own Glibc module and break a
+// clean build, so the three GNU prototypes are declared below instead (glibc exports
+// them unconditionally). Every symbol added here is prefixed `clinux_`.
 #ifndef CLINUX_SHIM_H
 #define CLINUX_SHIM_H
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
 #include <sys/eventfd.h>
 #include <poll.h>
 #include <time.h>
@@ -16,6 +15,10 @@
 #include <sched.h>
 #include <malloc.h>
 #include <sys/socket.h>
+
+extern int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout, const sigset_t *sigmask);
+extern int accept4(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags);
+extern int pthread_setname_np(pthread_t thread, const char *name);
 
 static inline int clinux_eventfd_nonblocking(void) {
     return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
