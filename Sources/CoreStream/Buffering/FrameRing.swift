@@ -111,11 +111,14 @@ public final class FrameRing: @unchecked Sendable {
         return Swift.max(0, capacity - retain - (w - r))
     }
 
-    /// Copies `frames` interleaved frames in. Precondition: `frames <= writableFrames`.
-    /// Thread: producer. Real-time safe: yes.
+    /// Copies `frames` interleaved frames in. The caller must not write more than a
+    /// ``writableFrames`` it read earlier. Thread: producer. Real-time safe: yes.
     public func write(_ source: UnsafePointer<Float>, frames: Int) {
-        precondition(frames >= 0 && frames <= writableFrames, "ring overflow")
         let w = writeCursor.load(ordering: .relaxed)
+        // Not `frames <= writableFrames`: the consumer may have rewound since the caller
+        // asked (by at most `retain`), which shrinks `writableFrames` while the write is
+        // still safe. What must hold is that no unread frame is overwritten.
+        precondition(frames >= 0 && w + frames - readCursor.load(ordering: .acquiring) <= capacity, "ring overflow")
         copy(frames: frames, at: w) { dst, src, n in dst.update(from: source + src, count: n) }
         writeCursor.store(w + frames, ordering: .releasing)  // publish the samples
     }
