@@ -269,7 +269,8 @@ public final class Daemon: @unchecked Sendable {
         } else {
             m.append(("output", .null))
         }
-        m += [("volume", .int(100)), ("underruns", .int(s.underruns)), ("corrupt_packets", .int(s.corruptPackets))]
+        m += [("volume", .int(100)), ("underruns", .int(s.underruns)), ("corrupt_packets", .int(s.corruptPackets)),
+              ("clients_dropped", .int(server?.droppedSlowClients.load(ordering: .relaxed) ?? 0))]
         if let ns = s.lastStartLatencyNanoseconds {
             // From the last play/seek request to its first frame written to the output.
             m.append(("start_latency_ms", .number(Double(ns) / 1e6)))

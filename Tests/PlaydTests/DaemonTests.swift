@@ -145,6 +145,7 @@ struct DaemonTests {
         var replies = 0
         while stuck.readLine(timeoutMillis: 2000) != nil { replies += 1 }
         #expect(replies < 8000, "the stuck client got \(replies) replies: it was never cut off")
+        #expect(h.request("status")?["clients_dropped"]?.numberValue == 1)
         #expect(h.terminate().status == 0)
     }
 

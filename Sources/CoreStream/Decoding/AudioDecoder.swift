@@ -155,10 +155,8 @@ public final class AudioDecoder {
         codecOwned = true
         // From here on, deinit frees everything.
 
-        let sampleFormat = AVSampleFormat(rawValue: st.pointee.codecpar.pointee.format)
         isPlanar = av_sample_fmt_is_planar(cc.pointee.sample_fmt) != 0
         bytesPerSample = Int(av_get_bytes_per_sample(cc.pointee.sample_fmt))
-        _ = sampleFormat
 
         let codecName = String(cString: decoder.pointee.name)
         basePreroll = Self.preroll(codecID: decoder.pointee.id, stream: st, rate: sourceRate)

@@ -119,6 +119,13 @@ public class VirtualDevice: AudioOutput {
     public func write(_ samples: UnsafeRawPointer, frames: Int) -> Int {
         guard let q = queue else { return -Int(EBADFD) }
         let src = samples.assumingMemoryBound(to: Float.self)
+        if !paced {
+            // Played the moment it is written: straight to the sink, no queue copy.
+            sink(src, frames: frames)
+            written += frames
+            committed = written
+            return frames
+        }
         let n = min(frames, writable())
         var done = 0
         while done < n {
@@ -128,9 +135,7 @@ public class VirtualDevice: AudioOutput {
             done += chunk
         }
         written += n
-        if !paced {
-            play(upTo: written)
-        } else if !started && n > 0 {
+        if !started && n > 0 {
             started = true
             startTime = monotonicNanoseconds()
             startBase = committed

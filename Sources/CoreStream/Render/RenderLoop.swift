@@ -253,7 +253,6 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         if fromRing > 0 { record(ring: ringStart, length: fromRing) }
         if done > fromRing { record(ring: -1, length: done - fromRing) }
         if fromRing < frames { gain = 0 }  // after an underrun, come back with a ramp
-        shared.framesRendered.add(done, ordering: .relaxed)
         // The device delay costs a lock round in some plugins (pulse): publish the heard
         // position on the first write after a change and then every 4th period; readers
         // interpolate in between.

@@ -84,8 +84,6 @@ public final class RenderShared: @unchecked Sendable {
     /// pthread_setschedparam(SCHED_FIFO) result on the render thread: 0 granted, else the
     /// errno; -1 before the thread started. Written by render once.
     public let realtimeResult = Atomic<Int32>(-1)
-    /// Frames the render thread has written to the device. Written by render.
-    public let framesRendered = Atomic<Int>(0)
     /// When the first frame of generation `firstWrittenGeneration` went to the device
     /// (CLOCK_MONOTONIC ns). Render stores the time (relaxed), then the generation
     /// (release); readers load the generation (acquire), then the time.
