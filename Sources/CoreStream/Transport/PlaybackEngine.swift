@@ -149,11 +149,25 @@ public final class PlaybackEngine: @unchecked Sendable {
         if let d = decoder.info.durationFrames, !decoder.info.durationIsEstimate, start > d || start < 0 {
             throw StreamError(.invalidArgument, "\(path): start position \(start) is outside 0…\(d)")
         }
+        var lostOutput = false
+        defer { if lostOutput { onEvent(.stateChanged(.stopped)) } }
         try control.withLock { (c: inout Control) throws(StreamError) in
             let wanted = PCMFormat(sampleRate: decoder.info.sampleRate, channels: decoder.info.channels)
             let width = decoder.info.preferredDeviceFormat
             if c.output == nil || c.requestedFormat != wanted || c.requestedSampleFormat != width {
-                try reopenOutput(&c, for: wanted, preferring: width)
+                do throws(StreamError) {
+                    try reopenOutput(&c, for: wanted, preferring: width)
+                } catch {
+                    // The old stream was already let go to reopen the device: say so
+                    // truthfully (stopped) rather than report a track nothing plays.
+                    lostOutput = c.transport.state != .stopped
+                    c.transport = Transport()
+                    c.track = nil
+                    c.generation += 1
+                    c.pendingPosition = 0
+                    shared.wantPlaying.store(false, ordering: .relaxed)
+                    throw error
+                }
             }
             try decoder.setOutputFormat(c.negotiated!.pcm)
             c.generation += 1
