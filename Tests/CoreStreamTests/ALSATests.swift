@@ -81,23 +81,8 @@ struct ALSATests {
         let right = "if(gte(t,\(lead)),0.125*sin(2*PI*1000*t),0)"
         try Shell.ffmpeg(["-f", "lavfi", "-i", "aevalsrc='\(left)|\(right)':s=48000:d=\(lead + seconds)",
                           "-c:a", "flac", tone])
-        let raw = dir + "/capture.raw"
-        let parec = Process()
-        parec.executableURL = URL(fileURLWithPath: "/usr/bin/parec")
-        parec.arguments = ["-d", "s.monitor", "--format=s16le", "--rate=48000", "--channels=2", "--latency-msec=20", raw]
-        parec.standardOutput = FileHandle.nullDevice
-        parec.standardError = FileHandle.nullDevice
-        try parec.run()
-        // The test runner's blocked-signal mask is inherited, so parec never sees SIGINT
-        // or SIGTERM: SIGKILL it once the tone's tail (300 ms ago) is on disk.
-        var parecStopped = false
-        func stopParec() {
-            guard !parecStopped else { return }
-            parecStopped = true
-            kill(parec.processIdentifier, SIGKILL)
-            parec.waitUntilExit()
-        }
-        defer { stopParec() }
+        let recorder = try PulseRecorder(path: dir + "/capture.raw")
+        defer { recorder.stop() }
         usleep(300_000)
         let e = engine("alsa:pulse")
         let started = Date()
@@ -107,8 +92,7 @@ struct ALSATests {
         let wall = Date().timeIntervalSince(started)
         let status = e.status()
         e.shutdown()
-        usleep(300_000)
-        stopParec()
+        let samples = try recorder.finish()
         let total = lead + seconds
 
         #expect(status.state == .stopped)
@@ -116,8 +100,6 @@ struct ALSATests {
         // Paced in real time, not dumped at once.
         #expect(wall > total * 0.95 && wall < total + 1.5, "wall time \(wall) s for \(total) s")
 
-        let data = try Data(contentsOf: URL(fileURLWithPath: raw))
-        let samples = data.withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }.map { Float($0) / 32768 }
         let frames = samples.count / 2
         // The sounding region: first and last 10 ms windows with signal.
         let window = 480
@@ -145,5 +127,74 @@ struct ALSATests {
         }
         #expect(abs(frequency(channel: 0) - 440) < 2)
         #expect(abs(frequency(channel: 1) - 1000) < 2)
+    }
+
+    /// Pause and resume through ALSA's pulse plugin: the plugin accepts a rewind but has
+    /// already sent the frames on, so rewinding there repeated half a second of audio.
+    /// The recorded tone must last exactly as long as the file's.
+    @Test(.enabled(if: PulseEnvironment.enabled))
+    func pauseThroughPulseRepeatsNothing() throws {
+        try #require(PulseEnvironment.server != nil, "PLAYD_REQUIRE_PULSE is set but PULSE_SERVER is not: start scripts/pulse")
+        let dir = NSTemporaryDirectory() + "playd-pulse-pause-\(getpid())"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let tone = dir + "/tone.flac"
+        let expr = "if(gte(t,0.5),0.125*sin(2*PI*440*t),0)"
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "aevalsrc='\(expr)|\(expr)':s=48000:d=3.5", "-c:a", "flac", tone])
+        let recorder = try PulseRecorder(path: dir + "/capture.raw")
+        defer { recorder.stop() }
+        usleep(300_000)
+        let e = engine("alsa:pulse")
+        try e.play(path: tone)
+        usleep(1_600_000)
+        e.pause()
+        usleep(1_000_000)
+        e.resume()
+        let deadline = Date().addingTimeInterval(6)
+        while e.status().state != .stopped && Date() < deadline { usleep(5_000) }
+        e.shutdown()
+        let samples = try recorder.finish()
+        let window = 240
+        var loud = 0
+        for w in 0..<(samples.count / 2 / window) {
+            var sum: Float = 0
+            for f in (w * window)..<((w + 1) * window) { sum += samples[2 * f] * samples[2 * f] }
+            if (sum / Float(window)).squareRoot() > 0.04 { loud += 1 }
+        }
+        let sounding = Double(loud * window) / 48000
+        #expect(abs(sounding - 3.0) < 0.03, "the 3.0 s tone sounded for \(sounding) s: audio was lost or repeated around the pause")
+    }
+}
+
+/// Records PulseAudio's null sink monitor with parec.
+final class PulseRecorder {
+    let path: String
+    private let process = Process()
+    private var stopped = false
+
+    init(path: String) throws {
+        self.path = path
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/parec")
+        process.arguments = ["-d", "s.monitor", "--format=s16le", "--rate=48000", "--channels=2", "--latency-msec=20", path]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+    }
+
+    /// The test runner's blocked-signal mask is inherited, so parec never sees SIGINT
+    /// or SIGTERM: SIGKILL it (what was played 300 ms before is on disk by then).
+    func stop() {
+        guard !stopped else { return }
+        stopped = true
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// Waits for the sink's tail, stops, and returns the interleaved stereo samples.
+    func finish() throws -> [Float] {
+        usleep(300_000)
+        stop()
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        return data.withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }.map { Float($0) / 32768 }
     }
 }
