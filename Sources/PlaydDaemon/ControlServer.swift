@@ -310,9 +310,6 @@ public final class ControlServer: @unchecked Sendable {
         close(c.fd)
         clients[c.fd] = nil
     }
-
-    /// Number of connected clients (control thread; for tests and status).
-    public var clientCount: Int { clients.count }
 }
 
 /// `{"id":…,"ok":false,"error":{"code":"…","message":"…"}}`.

@@ -63,24 +63,44 @@ struct ALSATests {
         #expect(throws: StreamError.self) { _ = try OutputSpec.make(spec) }
     }
 
+    /// A scratch directory for a test that needs the PulseAudio server.
+    func pulseScratch(_ name: String) throws -> String {
+        try #require(PulseEnvironment.server != nil, "PLAYD_REQUIRE_PULSE is set but PULSE_SERVER is not: start scripts/pulse")
+        let dir = NSTemporaryDirectory() + "playd-\(name)-\(getpid())"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
+    /// A FLAC at 48 kHz: half a second of silence, then `seconds` of sine at amplitude
+    /// 1/8 on each channel. The silence goes first because PulseAudio's monitor source
+    /// misses the first ~120 ms after the null sink wakes from idle (aplay loses the same).
+    func leadInTone(in dir: String, left: Int, right: Int, seconds: Double) throws -> String {
+        let tone = dir + "/tone.flac"
+        func channel(_ hz: Int) -> String { "if(gte(t,0.5),0.125*sin(2*PI*\(hz)*t),0)" }
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "aevalsrc='\(channel(left))|\(channel(right))':s=48000:d=\(0.5 + seconds)",
+                          "-c:a", "flac", tone])
+        return tone
+    }
+
+    /// RMS of one channel of interleaved stereo, per window of `window` frames.
+    func windowRMS(_ samples: [Float], channel: Int, window: Int) -> [Float] {
+        (0..<(samples.count / 2 / window)).map { w in
+            var sum: Float = 0
+            for f in (w * window)..<((w + 1) * window) { sum += samples[2 * f + channel] * samples[2 * f + channel] }
+            return (sum / Float(window)).squareRoot()
+        }
+    }
+
     /// Plays a 440/1000 Hz tone through ALSA's pulse PCM into PulseAudio's null sink,
     /// records the sink's monitor with parec, and checks frequency, level, length and
     /// that no gap appears.
     @Test(.enabled(if: PulseEnvironment.enabled))
     func playsThroughPulseAudioInRealTime() throws {
-        try #require(PulseEnvironment.server != nil, "PLAYD_REQUIRE_PULSE is set but PULSE_SERVER is not: start scripts/pulse")
-        let dir = NSTemporaryDirectory() + "playd-pulse-test-\(getpid())"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let dir = try pulseScratch("pulse-test")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let tone = dir + "/tone.flac"
         let seconds = 3.0
-        // Half a second of silence first: PulseAudio's monitor source misses the first
-        // ~120 ms after the null sink wakes from idle (aplay loses the same).
         let lead = 0.5
-        let left = "if(gte(t,\(lead)),0.125*sin(2*PI*440*t),0)"
-        let right = "if(gte(t,\(lead)),0.125*sin(2*PI*1000*t),0)"
-        try Shell.ffmpeg(["-f", "lavfi", "-i", "aevalsrc='\(left)|\(right)':s=48000:d=\(lead + seconds)",
-                          "-c:a", "flac", tone])
+        let tone = try leadInTone(in: dir, left: 440, right: 1000, seconds: seconds)
         let recorder = try PulseRecorder(path: dir + "/capture.raw")
         defer { recorder.stop() }
         usleep(300_000)
@@ -103,12 +123,7 @@ struct ALSATests {
         let frames = samples.count / 2
         // The sounding region: first and last 10 ms windows with signal.
         let window = 480
-        var rms: [Float] = []
-        for w in 0..<(frames / window) {
-            var sum: Float = 0
-            for f in (w * window)..<((w + 1) * window) { sum += samples[2 * f] * samples[2 * f] }
-            rms.append((sum / Float(window)).squareRoot())
-        }
+        let rms = windowRMS(samples, channel: 0, window: window)
         let expectedRMS: Float = 0.125 / Float(2).squareRoot()  // lavfi sine amplitude 1/8
         let loud = rms.indices.filter { rms[$0] > expectedRMS * 0.5 }
         let first = try #require(loud.first, "nothing audible was recorded")
@@ -134,13 +149,9 @@ struct ALSATests {
     /// The recorded tone must last exactly as long as the file's.
     @Test(.enabled(if: PulseEnvironment.enabled))
     func pauseThroughPulseRepeatsNothing() throws {
-        try #require(PulseEnvironment.server != nil, "PLAYD_REQUIRE_PULSE is set but PULSE_SERVER is not: start scripts/pulse")
-        let dir = NSTemporaryDirectory() + "playd-pulse-pause-\(getpid())"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let dir = try pulseScratch("pulse-pause")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let tone = dir + "/tone.flac"
-        let expr = "if(gte(t,0.5),0.125*sin(2*PI*440*t),0)"
-        try Shell.ffmpeg(["-f", "lavfi", "-i", "aevalsrc='\(expr)|\(expr)':s=48000:d=3.5", "-c:a", "flac", tone])
+        let tone = try leadInTone(in: dir, left: 440, right: 440, seconds: 3.0)
         let recorder = try PulseRecorder(path: dir + "/capture.raw")
         defer { recorder.stop() }
         usleep(300_000)
@@ -155,12 +166,7 @@ struct ALSATests {
         e.shutdown()
         let samples = try recorder.finish()
         let window = 240
-        var loud = 0
-        for w in 0..<(samples.count / 2 / window) {
-            var sum: Float = 0
-            for f in (w * window)..<((w + 1) * window) { sum += samples[2 * f] * samples[2 * f] }
-            if (sum / Float(window)).squareRoot() > 0.04 { loud += 1 }
-        }
+        let loud = windowRMS(samples, channel: 0, window: window).filter { $0 > 0.04 }.count
         let sounding = Double(loud * window) / 48000
         #expect(abs(sounding - 3.0) < 0.03, "the 3.0 s tone sounded for \(sounding) s: audio was lost or repeated around the pause")
     }

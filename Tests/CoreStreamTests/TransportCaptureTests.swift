@@ -19,6 +19,23 @@ struct TransportCaptureTests {
         return nil
     }
 
+    /// The capture is the reference up to `cut`, then the source from `target` to the
+    /// end (after a 5 ms ramp-in), frame for frame. Returns `cut`.
+    @discardableResult
+    func expectCutThenTail(_ capture: WAVFile, _ reference: [Float], from target: Int) throws -> Int {
+        let ch = fixture.channels
+        let total = reference.count / ch
+        let cut = try #require(firstMismatch(capture.samples, reference, channels: ch))
+        #expect(capture.frames == cut + (total - target))
+        let ramp = fixture.sampleRate / 200
+        guard capture.frames > cut + ramp + 1 else { return cut }
+        let after = capture.samples[((cut + ramp + 1) * ch)...]
+        let expected = reference[((target + ramp + 1) * ch)...]
+        #expect(after.count == expected.count)
+        #expect(after.elementsEqual(expected), "capture after the cut differs from the source from \(target)")
+        return cut
+    }
+
     @Test func pauseAndResumeLoseAndRepeatNothing() throws {
         let h = EngineHarness(paced: true)
         try h.engine.play(path: fixture.path)
@@ -60,17 +77,7 @@ struct TransportCaptureTests {
         #expect(h.wait(seconds: 2) { h.engine.status().positionFrames >= target })
         #expect(h.waitForEnd())
         let capture = try h.finishCapture()
-        let reference = try Reference.decode(fixture.path)
-        let ch = fixture.channels
-        let total = reference.count / ch
-        let cut = try #require(firstMismatch(capture.samples, reference, channels: ch))
-        // After the cut, the capture is the source from `target`, with a 5 ms ramp-in.
-        #expect(capture.frames == cut + (total - Int(target)))
-        let ramp = fixture.sampleRate / 200
-        let after = Array(capture.samples[((cut + ramp + 1) * ch)...])
-        let expected = Array(reference[((Int(target) + ramp + 1) * ch)...])
-        #expect(after.count == expected.count)
-        #expect(after.elementsEqual(expected), "capture after the seek differs from the source from \(target)")
+        try expectCutThenTail(capture, try Reference.decode(fixture.path), from: Int(target))
     }
 
     @Test func stopSilencesAndAllowsReplay() throws {
@@ -84,13 +91,9 @@ struct TransportCaptureTests {
         try h.engine.play(path: fixture.path, from: 120_000)
         #expect(h.waitForEnd())
         let capture = try h.finishCapture()
-        let reference = try Reference.decode(fixture.path)
-        let ch = fixture.channels
-        let total = reference.count / ch
         // Part of the first play, then exactly the tail from 120000 (after its ramp-in).
-        let cut = try #require(firstMismatch(capture.samples, reference, channels: ch))
+        let cut = try expectCutThenTail(capture, try Reference.decode(fixture.path), from: 120_000)
         #expect(cut > 0 && cut < 44_100)
-        #expect(capture.frames == cut + total - 120_000)
     }
 
     @Test func aBadFileKeepsTheCurrentTrackPlaying() throws {

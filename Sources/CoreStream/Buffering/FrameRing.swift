@@ -156,12 +156,6 @@ public final class FrameRing: @unchecked Sendable {
         readCursor.store(w, ordering: .releasing)
     }
 
-    /// Skips `frames` readable frames. Thread: consumer. Real-time safe: yes.
-    public func skip(_ frames: Int) {
-        precondition(frames >= 0 && frames <= readableFrames, "ring underflow")
-        readCursor.store(readCursor.load(ordering: .relaxed) + frames, ordering: .releasing)
-    }
-
     /// Moves the read cursor back by `frames` so they will be read again.
     /// Precondition: `frames <= retain`, and the frames were consumed since the last
     /// ``discardAll()`` (they are then still intact, see "Memory ordering").
