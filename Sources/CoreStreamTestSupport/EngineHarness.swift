@@ -20,7 +20,7 @@ public final class EngineHarness: @unchecked Sendable {
         config.bufferMillis = bufferMillis
         config.periodMillis = periodMillis
         var logger = Logger(label: "test")
-        logger.logLevel = .warning
+        logger.logLevel = ProcessInfo.processInfo.environment["PLAYD_TEST_LOG"] == "debug" ? .debug : .warning
         let sink = events
         engine = PlaybackEngine(configuration: config, logger: logger) { e in sink.list.withLock { $0.append(e) } }
     }

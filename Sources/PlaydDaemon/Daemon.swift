@@ -8,7 +8,7 @@ import Glibc
 
 /// playd as a daemon: the engine, the control socket, saved state, systemd readiness.
 public final class Daemon: @unchecked Sendable {
-    // @unchecked Sendable: `engine` is thread-safe; `loop`, `lastSaved` and the server's
+    // @unchecked Sendable: `engine` is thread-safe; `lastSaved` and the server's
     // state are touched only on the control thread (the server's `run()`), apart from
     // `shutdown()` which runs after that thread has stopped.
 
@@ -20,8 +20,6 @@ public final class Daemon: @unchecked Sendable {
     var server: ControlServer!
     let statePath: String
 
-    /// The loop region, in source frames, half-open [start, end). Control thread.
-    var loop: (start: Int64, end: Int64)?
     private var lastSaved: UInt64 = 0
 
     public init(config: DaemonConfig, logger: Logger) throws {
@@ -81,6 +79,8 @@ public final class Daemon: @unchecked Sendable {
         case .underruns(let n): json = .obj(("event", .string("underrun")), ("underruns", .int(n)))
         case .corruptPackets(let p, let n): json = .obj(("event", .string("corrupt_packets")), ("file", .string(p)), ("count", .int(n)))
         case .error(let err): json = .obj(("event", .string("error")), ("code", .string(err.code.name)), ("message", .string(err.message)))
+        case .loopWrapped(let pass, let remaining):
+            json = .obj(("event", .string("loop_wrapped")), ("passes", .int(pass)), ("remaining", remaining.map(JSON.int) ?? .null))
         }
         server?.broadcast(json)
     }
@@ -115,9 +115,10 @@ public final class Daemon: @unchecked Sendable {
             case "pause": engine.pause(); result = []
             case "resume": engine.resume(); result = []
             case "toggle": engine.toggle(); result = []
-            case "stop": engine.stop(); loop = nil; result = []
+            case "stop": engine.stop(); result = []
             case "seek": result = try seek(req)
             case "loop": result = try setLoop(req)
+            case "direction": result = try setDirection(req)
             case "subscribe":
                 client.subscribed = true
                 if let t = req["ticks"] {
@@ -164,7 +165,6 @@ public final class Daemon: @unchecked Sendable {
         } else {
             try engine.play(path: path)
         }
-        loop = nil
         saveState()
         return [("file", .string(path))]
     }
@@ -183,27 +183,49 @@ public final class Daemon: @unchecked Sendable {
     }
 
     private func setLoop(_ req: JSON) throws -> [(String, JSON)] {
+        let s = engine.status()
         if req["clear"]?.boolValue == true || req["off"]?.boolValue == true {
-            loop = nil
+            if s.track != nil && s.state != .stopped { try engine.setLoop(nil) }
             saveState()
+            server?.broadcast(.obj(("event", .string("loop")), ("loop", .null)))
             return [("loop", .null)]
         }
         guard let a = req["start"], let b = req["end"] else {
             throw RequestError(.badRequest, "loop needs \"start\" and \"end\", or \"clear\": true")
         }
-        let s = engine.status()
         guard let track = s.track, s.state != .stopped else { throw RequestError(.notPlaying, "nothing is playing to loop in") }
         let ta = try timeArgument(a, field: "start"), tb = try timeArgument(b, field: "end")
         guard ta.direction == 0 && tb.direction == 0 else { throw RequestError(.badRequest, "loop points cannot be relative") }
         let start = try frames(ta, rate: track.sampleRate), end = try frames(tb, rate: track.sampleRate)
-        guard start >= 0 else { throw RequestError(.invalidArgument, "loop start is negative") }
-        guard start < end else { throw RequestError(.invalidArgument, "loop start (\(start)) must be before its end (\(end)); the current region is kept") }
-        if let d = track.durationFrames, !track.durationIsEstimate, end > d {
-            throw RequestError(.invalidArgument, "loop end (\(end)) is beyond the end of the track (\(d)); the current region is kept")
+        var count: Int?
+        if let c = req["count"], !c.isNull {
+            guard let n = c.numberValue, n == n.rounded(), n >= 0, n < 1e9 else {
+                throw RequestError(.invalidArgument, "\"count\" must be a whole number ≥ 0 (or null for forever); the current region is kept")
+            }
+            count = Int(n)
         }
-        loop = (start, end)
+        var pingPong = false
+        if let p = req["ping_pong"], !p.isNull {
+            guard let v = p.boolValue else { throw RequestError(.badRequest, "\"ping_pong\" must be true or false") }
+            pingPong = v
+        }
+        try engine.setLoop(LoopRegion(start: start, end: end, count: count, pingPong: pingPong))
         saveState()
-        return [("loop", loopJSON(rate: track.sampleRate) ?? .null)]
+        let json = loopJSON(engine.status()) ?? .null
+        server?.broadcast(.obj(("event", .string("loop")), ("loop", json)))
+        return [("loop", json)]
+    }
+
+    private func setDirection(_ req: JSON) throws -> [(String, JSON)] {
+        guard let v = req["direction"] else { throw RequestError(.badRequest, "direction needs \"direction\": \"forward\" or \"reverse\"") }
+        guard let name = v.stringValue, let d = PlayDirection(rawValue: name) else {
+            throw RequestError(.badRequest, "\"direction\" must be \"forward\" or \"reverse\"")
+        }
+        let before = engine.status().direction
+        engine.setDirection(d)
+        saveState()
+        if before != d { server?.broadcast(.obj(("event", .string("direction")), ("direction", .string(d.rawValue)))) }
+        return [("direction", .string(d.rawValue))]
     }
 
     private func timeArgument(_ v: JSON, field: String) throws -> TimeArgument {
@@ -237,10 +259,12 @@ public final class Daemon: @unchecked Sendable {
         }
     }
 
-    private func loopJSON(rate: Int) -> JSON? {
-        guard let l = loop else { return nil }
+    private func loopJSON(_ s: PlaybackEngine.Status) -> JSON? {
+        guard let l = s.loop, let rate = s.track?.sampleRate else { return nil }
         return .obj(("start", .number(FrameTime.seconds(l.start, rate: rate))), ("end", .number(FrameTime.seconds(l.end, rate: rate))),
-                    ("start_frames", .int(l.start)), ("end_frames", .int(l.end)))
+                    ("start_frames", .int(l.start)), ("end_frames", .int(l.end)),
+                    ("count", l.count.map(JSON.int) ?? .null), ("ping_pong", .bool(l.pingPong)),
+                    ("passes", .int(s.loopPasses)), ("remaining", s.loopRemaining.map(JSON.int) ?? .null))
     }
 
     func statusMembers() -> [(String, JSON)] {
@@ -257,11 +281,12 @@ public final class Daemon: @unchecked Sendable {
                   ("channels", .int(t.channels)),
                   ("codec", .string(t.codec))]
             for tag in ["title", "artist", "album"] { if let v = t.tags[tag] { m.append((tag, .string(v))) } }
-            m.append(("loop", loopJSON(rate: t.sampleRate) ?? .null))
+            m.append(("loop", loopJSON(s) ?? .null))
         } else {
             m += [("file", .null), ("position", .number(0)), ("duration", .null), ("position_frames", .int(0)),
                   ("duration_frames", .null), ("loop", .null)]
         }
+        m.append(("direction", .string(s.direction.rawValue)))
         if let o = s.output {
             m.append(("output", .obj(("device", .string(o.device)), ("format", .string(o.sampleFormat.rawValue)),
                                      ("sample_rate", .int(o.pcm.sampleRate)), ("channels", .int(o.pcm.channels)),
@@ -283,8 +308,10 @@ public final class Daemon: @unchecked Sendable {
     func saveState() {
         lastSaved = monotonicNanoseconds()
         let s = engine.status()
+        var loop = s.loop
+        if let c = s.loopRemaining { loop?.count = Int(c) }
         let state = SavedState(file: s.track?.path, positionFrames: s.positionFrames, sampleRate: s.track?.sampleRate,
-                               state: s.state.rawValue, loop: loop, volume: 100)
+                               state: s.state.rawValue, loop: loop, direction: s.direction, volume: 100)
         do {
             try StateStore.save(state, to: statePath)
         } catch {
@@ -300,10 +327,14 @@ public final class Daemon: @unchecked Sendable {
             logger.warning("ignoring the saved state", metadata: ["state.path": "\(statePath)", "error": "\(error)"])
             return
         }
-        guard let st = saved, let file = st.file, config.resume != "stopped", st.state != "stopped" else { return }
+        guard let st = saved else { return }
+        engine.setDirection(st.direction)
+        guard let file = st.file, config.resume != "stopped", st.state != "stopped" else { return }
         do {
             try engine.play(path: file, from: st.positionFrames, paused: config.resume != "playing")
-            loop = st.loop
+            if let l = st.loop {
+                do { try engine.setLoop(l) } catch { logger.warning("cannot restore the loop region", metadata: ["error": "\(error)"]) }
+            }
             logger.info("restored", metadata: ["track.path": "\(file)", "position.frames": "\(st.positionFrames)"])
         } catch {
             logger.warning("cannot restore the saved track", metadata: ["track.path": "\(file)", "error": "\(error)"])

@@ -1,3 +1,4 @@
+import CoreStream
 import PlaydProtocol
 #if canImport(Glibc)
 import Glibc
@@ -9,18 +10,17 @@ struct SavedState: Equatable {
     var positionFrames: Int64
     var sampleRate: Int?
     var state: String
-    var loop: (start: Int64, end: Int64)?
+    /// The loop region; its `count` is the wraps left when saved.
+    var loop: LoopRegion?
+    var direction: PlayDirection = .forward
     var volume: Int
-
-    static func == (a: SavedState, b: SavedState) -> Bool {
-        a.file == b.file && a.positionFrames == b.positionFrames && a.state == b.state
-            && a.loop?.start == b.loop?.start && a.loop?.end == b.loop?.end && a.volume == b.volume
-    }
 
     var json: JSON {
         .obj(("version", .int(1)), ("file", file.map(JSON.string) ?? .null), ("position_frames", .int(positionFrames)),
              ("sample_rate", sampleRate.map(JSON.int) ?? .null), ("state", .string(state)),
-             ("loop", loop.map { .obj(("start_frames", .int($0.start)), ("end_frames", .int($0.end))) } ?? .null),
+             ("loop", loop.map { .obj(("start_frames", .int($0.start)), ("end_frames", .int($0.end)),
+                                      ("count", $0.count.map(JSON.int) ?? .null), ("ping_pong", .bool($0.pingPong))) } ?? .null),
+             ("direction", .string(direction.rawValue)),
              ("volume", .int(volume)))
     }
 }
@@ -64,12 +64,14 @@ enum StateStore {
         guard let state = j["state"]?.stringValue, let pos = j["position_frames"]?.numberValue, pos >= 0 else {
             throw Error(message: "\(path): corrupt state file: missing state or position_frames")
         }
-        var loop: (Int64, Int64)?
+        var loop: LoopRegion?
         if let l = j["loop"], let a = l["start_frames"]?.numberValue, let b = l["end_frames"]?.numberValue, a >= 0, a < b {
-            loop = (Int64(a), Int64(b))
+            let count = l["count"]?.numberValue.flatMap { $0 >= 0 && $0 < 1e9 ? Int($0) : nil }
+            loop = LoopRegion(start: Int64(a), end: Int64(b), count: count, pingPong: l["ping_pong"]?.boolValue ?? false)
         }
+        let direction = j["direction"]?.stringValue.flatMap(PlayDirection.init(rawValue:)) ?? .forward
         return SavedState(file: j["file"]?.stringValue, positionFrames: Int64(pos),
                           sampleRate: j["sample_rate"]?.numberValue.map { Int($0) }, state: state,
-                          loop: loop, volume: Int(j["volume"]?.numberValue ?? 100))
+                          loop: loop, direction: direction, volume: Int(j["volume"]?.numberValue ?? 100))
     }
 }

@@ -15,7 +15,7 @@ struct Playctl: ParsableCommand {
         Shell completion: playctl --generate-completion-script bash|zsh|fish.
         """,
         version: "0.2.0",
-        subcommands: [Play.self, Pause.self, Resume.self, Toggle.self, Stop.self, Seek.self, Loop.self,
+        subcommands: [Play.self, Pause.self, Resume.self, Toggle.self, Stop.self, Seek.self, Loop.self, Direction.self,
                       Status.self, Watch.self, Ping.self])
 }
 
@@ -133,17 +133,46 @@ struct Seek: ParsableCommand {
 }
 
 struct Loop: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Loop START END (half-open), or `loop off`.")
+    static let configuration = CommandConfiguration(
+        abstract: "Loop START END (half-open), or `loop off`.",
+        discussion: "Playback runs …, END−1, START, START+1, … with no gap. With --count N it wraps N times, then plays on past END.")
     @OptionGroup var connection: Connection
     @Argument(help: "START and END, or off.") var points: [String]
+    @Option(name: .long, help: "Wrap this many times, then play on (default: forever).") var count: Int?
+    @Flag(name: .long, help: "Turn round at each end instead of jumping back.") var pingPong = false
     func run() throws {
         if points == ["off"] {
             try connection.send("loop", [("clear", .bool(true))])
             return
         }
         guard points.count == 2 else { throw ValidationError("give START END, or off") }
+        if let c = count, c < 0 { throw ValidationError("--count must be 0 or more") }
         let a = try parseTime(points[0]), b = try parseTime(points[1])
-        try connection.send("loop", [("start", .object(a.json)), ("end", .object(b.json))])
+        var fields: [(String, JSON)] = [("start", .object(a.json)), ("end", .object(b.json))]
+        if let c = count { fields.append(("count", .int(Int64(c)))) }
+        if pingPong { fields.append(("ping_pong", .bool(true))) }
+        let r = try connection.send("loop", fields)
+        if !connection.json, let l = r["loop"], let s = l["start"]?.numberValue, let e = l["end"]?.numberValue {
+            print("loop \(formatPrecise(s)) – \(formatPrecise(e))")
+        }
+    }
+}
+
+/// m:ss.mmm — loop points are often closer together than a second.
+func formatPrecise(_ seconds: Double) -> String {
+    let ms = Int((seconds * 1000).rounded())
+    let m = ms / 60_000, rest = ms % 60_000
+    return "\(m):" + (rest < 10_000 ? "0" : "") + "\(rest / 1000)." + String(1000 + rest % 1000).dropFirst()
+}
+
+struct Direction: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Play forward or in reverse from the frame being heard.")
+    enum Way: String, ExpressibleByArgument, CaseIterable { case forward, reverse }
+    @OptionGroup var connection: Connection
+    @Argument(help: "forward or reverse.") var way: Way
+    func run() throws {
+        try connection.send("direction", [("direction", .string(way.rawValue))])
     }
 }
 
@@ -174,8 +203,13 @@ enum StatusView {
         }
         lines.append("[\(state)] \(formatClock(pos)) / \(dur.map(formatClock) ?? "?:??")\(bar)")
         if let l = s["loop"], !l.isNull, let a = l["start"]?.numberValue, let b = l["end"]?.numberValue {
-            lines.append("loop: \(formatClock(a)) – \(formatClock(b))")
+            var line = "loop: \(formatPrecise(a)) – \(formatPrecise(b))"
+            if l["ping_pong"]?.boolValue == true { line += " ping-pong" }
+            line += ", \(Int(l["passes"]?.numberValue ?? 0)) passes"
+            if let left = l["remaining"]?.numberValue { line += ", \(Int(left)) left" }
+            lines.append(line)
         }
+        if s["direction"]?.stringValue == "reverse" { lines.append("direction: reverse") }
         if let o = s["output"], !o.isNull {
             lines.append("output: \(o["device"]?.stringValue ?? "?") \(o["format"]?.stringValue ?? "") \(o["sample_rate"]?.numberValue.map { Int($0) } ?? 0) Hz")
         }
@@ -207,6 +241,8 @@ struct Watch: ParsableCommand {
         case "track_end": return "ended: \(e["file"]?.stringValue ?? "?")"
         case "position": return "position: \(formatClock(e["position"]?.numberValue ?? 0))"
         case "underrun": return "underruns: \(Int(e["underruns"]?.numberValue ?? 0))"
+        case "loop_wrapped": return "loop pass \(Int(e["passes"]?.numberValue ?? 0))"
+        case "direction": return "direction: \(e["direction"]?.stringValue ?? "?")"
         case "error": return "error: \(e["code"]?.stringValue ?? "?"): \(e["message"]?.stringValue ?? "")"
         default: return e.text
         }

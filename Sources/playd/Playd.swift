@@ -54,7 +54,10 @@ struct Playd: ParsableCommand {
     var demo = false
 
     @Option(name: .long, help: "Start the first file at this many seconds.")
-    var start: Double = 0
+    var start: Double?
+
+    @Flag(name: .long, help: "Play the files backwards (from their end, or from --start down to 0).")
+    var reverse = false
 
     @Argument(help: "Audio files to play.")
     var files: [String] = []
@@ -92,10 +95,11 @@ struct Playd: ParsableCommand {
         signal(SIGINT) { _ in stopRequested.store(true, ordering: .relaxed); EventFD.signal(mainWake.load(ordering: .relaxed)) }
         signal(SIGTERM) { _ in stopRequested.store(true, ordering: .relaxed); EventFD.signal(mainWake.load(ordering: .relaxed)) }
 
+        if reverse { engine.setDirection(.reverse) }
         var failures = 0
         for (i, file) in playlist.enumerated() {
             do {
-                if i == 0 && start > 0 {
+                if i == 0, let start {
                     try engine.play(path: file, fromSeconds: start)
                 } else {
                     try engine.play(path: file)
@@ -117,6 +121,7 @@ struct Playd: ParsableCommand {
         let s = engine.status()
         engine.shutdown()
         if s.underruns > 0 { logger.warning("underruns during playback", metadata: ["underruns.total": "\(s.underruns)"]) }
+        print("playd: done, \(s.underruns) underruns, \(s.deviceXruns) device xruns")
         if failures == playlist.count { throw ExitCode(1) }
     }
 }

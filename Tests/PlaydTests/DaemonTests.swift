@@ -172,6 +172,62 @@ struct DaemonTests {
         #expect(h.terminate().status == 0)
     }
 
+    /// Loop and direction through playctl and the protocol: the region, its count and
+    /// passes in status, wrap and direction events, errors that keep the region, what
+    /// the output captured, and both surviving a restart.
+    @Test func loopAndReverseThroughPlayctl() throws {
+        let h = try DaemonHarness()
+        try h.start()
+        let events = try LineClient(path: h.socket)
+        #expect(events.request(.obj(("id", .int(1)), ("cmd", .string("subscribe"))))?["ok"]?.boolValue == true)
+        // 0.5 s … 0.7 s (off round times, where the tone and chirp both cross zero).
+        var (st, out, err) = try h.playctl("play", track.path)
+        #expect(st == 0, "\(err)")
+        (st, out, err) = try h.playctl("loop", "22071f", "30893f", "--count", "2")
+        #expect(st == 0 && out.contains("loop 0:00.500 – 0:00.701"), "\(out) \(err)")
+        (st, _, err) = try h.playctl("loop", "1", "0.5")
+        #expect(st == 1 && err.contains("invalid_argument"))
+        (st, _, err) = try h.playctl("loop", "0.5", "1", "--count", "-1")
+        #expect(st != 0)
+        var wraps: [Double] = []
+        var sawEnd = false
+        let deadline = Date().addingTimeInterval(8)
+        while Date() < deadline && !sawEnd {
+            guard let line = events.readLine(timeoutMillis: 500), let e = try? JSON.parse(line) else { continue }
+            if e["event"]?.stringValue == "loop_wrapped" { wraps.append(e["passes"]?.numberValue ?? -1) }
+            if e["event"]?.stringValue == "track_end" { sawEnd = true }
+        }
+        #expect(wraps == [1, 2], "wrap events: \(wraps)")
+        #expect(sawEnd)
+        #expect(h.terminate().status == 0)
+        // What it sounded like: 0…B−1, then A…B−1 twice more, then on to the end.
+        let cap = try WAVFile(path: h.capture)
+        let reference = try Reference.decode(track.path)
+        let runs = Runs.decompose(cap.samples, reference: reference, channels: 2)
+        #expect(runs == [Runs.Run(0, 30893), Runs.Run(22071, 30893), Runs.Run(22071, 132300)], "runs: \(runs.prefix(6))")
+        try h.start()
+
+        // Reverse with ping-pong, then restart: both come back.
+        (st, _, err) = try h.playctl("play", track.path, "--at", "2")
+        (st, _, err) = try h.playctl("direction", "reverse")
+        #expect(st == 0, "\(err)")
+        (st, _, err) = try h.playctl("loop", "0.25", "1.5", "--ping-pong")
+        #expect(st == 0, "\(err)")
+        #expect(h.waitFor(seconds: 5) { (h.request("status")?["loop"]?["passes"]?.numberValue ?? 0) >= 1 })
+        let s = try #require(h.request("status"))
+        #expect(s["direction"]?.stringValue != nil)
+        #expect(s["loop"]?["ping_pong"]?.boolValue == true && s["loop"]?["count"]?.isNull == true)
+        (st, out, _) = try h.playctl("status")
+        #expect(out.contains("ping-pong") && out.contains("passes"), "\(out)")
+        #expect(h.terminate().status == 0)
+        try h.start()
+        let r = try #require(h.request("status"))
+        #expect(r["direction"]?.stringValue == "reverse")
+        #expect(r["loop"]?["start_frames"]?.numberValue == 11025 && r["loop"]?["ping_pong"]?.boolValue == true)
+        #expect(h.request("direction", ("direction", .string("sideways")))?["error"]?["code"]?.stringValue == "bad_request")
+        #expect(h.terminate().status == 0)
+    }
+
     @Test func aCorruptStateFileIsReportedAndIgnored() throws {
         let h = try DaemonHarness()
         try "{ not json".write(toFile: h.stateFile, atomically: true, encoding: .utf8)

@@ -48,6 +48,8 @@ public final class AudioDecoder {
     private var demuxerAtEOF = false
     private var decoderDrained = false
     private var resamplerDrained = false
+    /// swresample was flushed at a read limit: it must restart before more input.
+    private var resamplerFlushedAtLimit = false
     private var consecutiveErrors = 0
     /// True between a seek and the next read: seeking there again is a no-op (and keeps
     /// codec state such as AAC's noise RNG identical to a straight decode).
@@ -227,11 +229,31 @@ public final class AudioDecoder {
     /// ``outputFormat``). Returns the number of frames written; 0 means end of stream.
     ///
     /// Thread: the decoder's owner. Real-time safe: no.
-    public func read(into destination: UnsafeMutablePointer<Float>, capacity: Int) throws(StreamError) -> Int {
+    ///
+    /// With `limit`, reading stops before source frame `limit` (a loop end or the end of a
+    /// reverse block) and the decoder stays there: the next call without a limit goes on
+    /// from `limit` exactly. When resampling, what swresample still holds is flushed at
+    /// the limit, and the resampler restarts if reading goes on past it.
+    public func read(into destination: UnsafeMutablePointer<Float>, capacity: Int, limit: Int64? = nil) throws(StreamError) -> Int {
         var produced = 0
         let channels = outputFormat.channels
         positionedBySeek = false
+        if resamplerFlushedAtLimit && limit.map({ position < $0 }) ?? true {
+            try configureResampler()
+        }
         while produced < capacity {
+            if let l = limit, position >= l {
+                if resampling && !resamplerFlushedAtLimit {
+                    var out: UnsafeMutablePointer<UInt8>? = UnsafeMutableRawPointer(destination + produced * channels)
+                        .assumingMemoryBound(to: UInt8.self)
+                    let room = capacity - produced
+                    let got = Int(max(0, swr_convert(resampler, &out, Int32(room), nil, 0)))
+                    produced += got
+                    // A full room may leave more to flush on the next call.
+                    if got < room { resamplerFlushedAtLimit = true }
+                }
+                break
+            }
             if pendingOffset >= pendingCount {
                 if try !decodeNextFrame() {
                     if resampling && !resamplerDrained {
@@ -254,6 +276,7 @@ public final class AudioDecoder {
                 if left <= 0 { pendingOffset = pendingCount; decoderDrained = true; demuxerAtEOF = true; continue }
                 count = Int(min(Int64(count), left))
             }
+            if let l = limit { count = Int(min(Int64(count), max(0, l - start))) }
             let room = capacity - produced
             if resampling {
                 // Feed no more input than the output room can take now.
@@ -425,6 +448,7 @@ public final class AudioDecoder {
         }
         resampler = s
         resamplerDrained = false
+        resamplerFlushedAtLimit = false
     }
 
     // MARK: - Describing
@@ -535,6 +559,12 @@ public final class AudioDecoder {
                 ret = av_seek_frame(fmt, streamIndex, ts, AVSEEK_FLAG_BACKWARD)
             }
             if ret < 0 {
+                // Some demuxers refuse targets in the last frames (FLAC without a seek
+                // table: its last frame is shorter). Seek earlier and decode forward.
+                if seekFrame > 0 && attempts < 12 {
+                    preroll = min(target, max(preroll * 2, Int64(rate) / 2))
+                    continue
+                }
                 throw FFmpegCall.error(.ioError, file: info.path, call: "avformat_seek_file", ret)
             }
             avcodec_flush_buffers(cc)
@@ -565,6 +595,32 @@ public final class AudioDecoder {
             pendingOffset = Int(max(0, target - pendingIndex))
             position = max(target, pendingIndex)
             return
+        }
+    }
+
+    /// The frame after the last one, found by decoding: for a track whose length is only
+    /// an estimate (MP3 without a Xing header, ADTS AAC), where reverse playback must
+    /// start. Seeks a little before the estimate and decodes to the end, stepping back
+    /// further while the estimate lies beyond the audio. Leaves the decoder at the end.
+    ///
+    /// Thread: the decoder's owner. Real-time safe: no.
+    public func decodedEnd() throws(StreamError) -> Int64 {
+        if !info.durationIsEstimate, let d = info.durationFrames { return d }
+        let scratch = UnsafeMutablePointer<Float>.allocate(capacity: 4096 * outputFormat.channels)
+        defer { scratch.deallocate() }
+        var back = Int64(rate) * 2
+        var from = max(0, (info.durationFrames ?? 0) - back)
+        while true {
+            try seek(to: from)
+            var got: Int64 = 0
+            while true {
+                let n = try read(into: scratch, capacity: 4096)
+                if n == 0 { break }
+                got += Int64(n)
+            }
+            if got > 0 || from == 0 { return position }
+            back *= 2
+            from = max(0, from - back)
         }
     }
 

@@ -45,6 +45,10 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     private var gainTarget: Float = 1
     private var gainStep: Float
     private var ackedFlush: UInt64 = 0
+    private var ackedSplice: UInt64 = 0
+    /// Frames a splice leaves queued in the device: time for the reader to decode the
+    /// new frames (a reverse block with its seek preroll) before the device runs dry.
+    private let spliceKeep: Int
     private var generation: UInt64 = 0
     private var lowWaterSignalled = false
     private var pausedDeviceIdle = true
@@ -70,6 +74,8 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         pieces = .allocate(capacity: 256)
         pieces.initialize(repeating: (0, 0, -1), count: 256)
         ackedFlush = shared.flushAck.load(ordering: .relaxed)
+        ackedSplice = shared.spliceAck.load(ordering: .relaxed)
+        spliceKeep = max(format.periodFrames, format.pcm.sampleRate / 10)
     }
 
     deinit {
@@ -85,6 +91,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         shared.realtimeResult.store(clinux_request_fifo(50), ordering: .relaxed)
         while !shared.quit.load(ordering: .relaxed) {
             if handleFlush() { continue }
+            if handleSplice() { continue }
             let wantPlaying = shared.wantPlaying.load(ordering: .relaxed)
             switch state {
             case .failed:
@@ -138,12 +145,54 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         return true
     }
 
+    /// A splice request from the reader (loop or direction change): take back what the
+    /// device has queued beyond `spliceKeep` (when it can rewind), tell the reader which
+    /// frame was kept last, and empty the ring. The device keeps playing what it kept, so
+    /// the reader's new frames follow it with no gap and no ramp.
+    private mutating func handleSplice() -> Bool {
+        let request = shared.spliceRequest.load(ordering: .acquiring)  // see the reader's state before its request
+        guard request != ackedSplice else { return false }
+        if state == .running || state == .draining {
+            let rewindable = output.rewindable()
+            if rewindable > spliceKeep {
+                let got = output.rewind(min(rewindable - spliceKeep, shared.ring.retain))
+                if got > 0 {
+                    let ringBack = takeBack(deviceFrames: got)
+                    shared.ring.rewind(min(ringBack, shared.ring.retain))
+                }
+            }
+            if state == .draining {
+                // The end it was draining towards was spliced away.
+                state = .running
+                drainDeadline = 0
+                publishState()
+            }
+        }
+        let kept = shared.ring.consumerIndex
+        shared.spliceMarker.pointee = marker(forRing: kept - 1) ?? .empty
+        shared.spliceRing.store(kept, ordering: .relaxed)
+        shared.ring.discardAll()
+        shared.markers.removeAll()
+        lowWaterSignalled = false
+        ackedSplice = request
+        shared.spliceAck.store(request, ordering: .releasing)  // publishes spliceRing and spliceMarker
+        EventFD.signal(shared.readerWake)
+        return true
+    }
+
     /// Waits for the ring to hold enough to start, then starts with a ramp from silence.
     private mutating func start() {
         let available = shared.ring.readableFrames
         let atEnd = shared.ring.consumerIndex + available >= shared.endIndex.load(ordering: .acquiring)
         if available == 0 && atEnd {
-            // Nothing left of this stream: sleep until a command.
+            // Nothing left of this stream. A stream with no frame at all (played from its
+            // end, reversed from 0) never drained: report its end here. Then sleep until
+            // a command.
+            let g = shared.streamGeneration.load(ordering: .relaxed)
+            if shared.endedGeneration.load(ordering: .relaxed) != g {
+                shared.endedGeneration.store(g, ordering: .releasing)
+                EventFD.signal(shared.readerWake)
+            }
             EventFD.wait(shared.renderWake, timeoutNanoseconds: -1)
             return
         }
@@ -460,7 +509,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             i += 1
         }
         guard let m = marker(forRing: ringIndex) else { return }
-        shared.publishPosition(frame: m.sourceFrame(atRing: ringIndex), generation: m.generation,
+        shared.publishPosition(frame: m.sourceFrame(atRing: ringIndex), marker: m, ringIndex: ringIndex,
                                advancing: advancing && state == .running, at: monotonicNanoseconds())
     }
 

@@ -2,20 +2,120 @@ import Synchronization
 
 /// Where a run of ring frames came from: ring frame `ringIndex` is source frame
 /// `sourceFrame` of the stream `generation`, and later ring frames follow it at
-/// `sourceRate`/`deviceRate`.
+/// `sourceRate`/`deviceRate` — one after another in `direction`, or round a loop region
+/// `[loopStart, loopEnd)` (wrapping, or ping-pong) with `pass` wraps done at `ringIndex`.
+/// A loop run needs one marker however many times it wraps, so a region of ten frames
+/// does not flood the marker queue.
 public struct SegmentMarker: BitwiseCopyable, Sendable, Equatable {
     public var ringIndex: Int
     public var sourceFrame: Int64
     public var generation: UInt64
     public var sourceRate: Int32
     public var deviceRate: Int32
+    /// +1 forward, −1 reverse: the direction of the frame at `ringIndex`.
+    public var direction: Int8 = 1
+    public var pingPong = false
+    /// The loop region, or `loopEnd <= loopStart` for a straight run.
+    public var loopStart: Int64 = 0
+    public var loopEnd: Int64 = 0
+    public var pass: Int64 = 0
+    /// Which `setLoop` the pass count belongs to (the engine counts them).
+    public var loopEpoch: UInt32 = 0
+
+    public init(ringIndex: Int, sourceFrame: Int64, generation: UInt64, sourceRate: Int32, deviceRate: Int32) {
+        self.ringIndex = ringIndex
+        self.sourceFrame = sourceFrame
+        self.generation = generation
+        self.sourceRate = sourceRate
+        self.deviceRate = deviceRate
+    }
+
+    /// A marker for a planned run (see ``Playhead``).
+    public init(ringIndex: Int, firstFrame: Int64, direction: PlayDirection, shape: RunShape, pass: Int64,
+                generation: UInt64, sourceRate: Int32, deviceRate: Int32) {
+        self.init(ringIndex: ringIndex, sourceFrame: firstFrame, generation: generation,
+                  sourceRate: sourceRate, deviceRate: deviceRate)
+        self.direction = direction.sign
+        self.pass = pass
+        if case .loop(let a, let b, let pp, _) = shape {
+            loopStart = a
+            loopEnd = b
+            pingPong = pp
+        }
+    }
+
+    public var isLoop: Bool { loopEnd > loopStart }
+
+    /// Source frames between `ringIndex` and ring frame `index` (≥ `ringIndex`).
+    @inline(__always)
+    private func offset(_ index: Int) -> Int64 {
+        let o = Int64(index - ringIndex)
+        if sourceRate == deviceRate { return o }
+        return FrameTime.rescaleFloor(o, Int64(sourceRate), Int64(deviceRate))
+    }
+
+    /// Ping-pong phase of `sourceFrame`: u in [0, 2P) runs A…B−1 (u = 0…P) then
+    /// B−2…A+1, P = length − 1. A reverse frame at A sits at u = 2P (end of a reverse half).
+    @inline(__always)
+    private var phase: Int64 {
+        let p = loopEnd - loopStart - 1
+        return direction > 0 ? sourceFrame - loopStart : 2 * p - (sourceFrame - loopStart)
+    }
+
+    /// Turns in a ping-pong run between `ringIndex` and `o` source frames later. From
+    /// the marker, v counts steps in its own direction: v0 at the marker, up to P =
+    /// length − 1 at the far end; a turn comes before each step v = kP + 1 (k ≥ 1).
+    @inline(__always)
+    private func pingPongTurns(_ o: Int64) -> Int64 {
+        let p = loopEnd - loopStart - 1
+        let v0 = direction > 0 ? sourceFrame - loopStart : loopEnd - 1 - sourceFrame
+        func turns(_ v: Int64) -> Int64 { v >= 1 ? (v - 1) / p : 0 }
+        return turns(v0 + o) - turns(v0)
+    }
 
     /// The source frame of ring frame `index` (≥ `ringIndex`). Real-time safe.
     @inline(__always)
     public func sourceFrame(atRing index: Int) -> Int64 {
-        let offset = Int64(index - ringIndex)
-        if sourceRate == deviceRate { return sourceFrame + offset }
-        return sourceFrame + FrameTime.rescaleFloor(offset, Int64(sourceRate), Int64(deviceRate))
+        let o = offset(index)
+        guard isLoop else { return sourceFrame + Int64(direction) * o }
+        let span = loopEnd - loopStart
+        if pingPong {
+            let p = span - 1
+            let u = (phase + o) % (2 * p)
+            return u <= p ? loopStart + u : loopStart + 2 * p - u
+        }
+        if direction > 0 { return loopStart + (sourceFrame - loopStart + o) % span }
+        return loopEnd - 1 - (loopEnd - 1 - sourceFrame + o) % span
+    }
+
+    /// Wraps done at ring frame `index`. Real-time safe.
+    @inline(__always)
+    public func pass(atRing index: Int) -> Int64 {
+        guard isLoop else { return pass }
+        let o = offset(index)
+        let span = loopEnd - loopStart
+        if pingPong {
+            // Steps taken in the marker's direction before the next turn: v0 … P. A turn
+            // comes before each step v = kP + 1 (k ≥ 1).
+            return pass + pingPongTurns(o)
+        }
+        let v = direction > 0 ? sourceFrame - loopStart : loopEnd - 1 - sourceFrame
+        return pass + (v + o) / span
+    }
+
+    /// The direction ring frame `index` was played in. Real-time safe.
+    @inline(__always)
+    public func direction(atRing index: Int) -> PlayDirection {
+        let mine: PlayDirection = direction > 0 ? .forward : .reverse
+        guard isLoop && pingPong else { return mine }
+        return pingPongTurns(offset(index)) % 2 == 0 ? mine : mine.flipped
+    }
+
+    /// The shape of this run.
+    public var shape: RunShape {
+        let d: PlayDirection = direction > 0 ? .forward : .reverse
+        guard isLoop else { return .linear(d) }
+        return .loop(start: loopStart, end: loopEnd, pingPong: pingPong, direction: pingPong ? .forward : d)
     }
 
     static let empty = SegmentMarker(ringIndex: 0, sourceFrame: 0, generation: 0, sourceRate: 1, deviceRate: 1)
@@ -63,6 +163,9 @@ public final class RenderShared: @unchecked Sendable {
     /// Ring index at which the current stream ends, `Int.max` while it goes on.
     /// Written by the reader (release) after its last write; read by render (acquire).
     public let endIndex = Atomic<Int>(Int.max)
+    /// The generation `endIndex` belongs to, so render can report the end of a stream
+    /// it received no frame of. Written by the reader before `endIndex` (published by it).
+    public let streamGeneration = Atomic<UInt64>(0)
     /// Set by the control side to end the render thread.
     public let quit = Atomic<Bool>(false)
     /// Set by render (relaxed) while it waits for data, so the reader knows to wake it.
@@ -90,6 +193,19 @@ public final class RenderShared: @unchecked Sendable {
     public let firstWrittenTime = Atomic<UInt64>(0)
     public let firstWrittenGeneration = Atomic<UInt64>(0)
 
+    // Splices: the reader replaces what is queued after a point without a gap (loop and
+    // direction changes). The reader stores a new request number (release) and wakes
+    // render; render takes back what the device has queued beyond a safety margin,
+    // writes `spliceRing` (the first ring frame not kept) and `spliceMarker` (the marker
+    // in force at `spliceRing − 1`, or an empty one with generation 0 when no frame of
+    // the ring has been kept), empties the ring, and stores the number in `spliceAck`
+    // (release). The reader loads `spliceAck` (acquire) and then reads the two fields.
+    public let spliceRequest = Atomic<UInt64>(0)
+    public let spliceAck = Atomic<UInt64>(0)
+    public let spliceRing = Atomic<Int>(0)
+    /// Written by render before `spliceAck`; read by the reader after it. See above.
+    public let spliceMarker: UnsafeMutablePointer<SegmentMarker>
+
     // The heard position, published by render with a sequence lock so readers get a
     // consistent (frame, time, generation) triple without ever blocking the writer.
     private let positionSequence = Atomic<UInt64>(0)
@@ -97,6 +213,12 @@ public final class RenderShared: @unchecked Sendable {
     private let positionTime = Atomic<UInt64>(0)
     private let positionGeneration = Atomic<UInt64>(0)
     private let positionAdvancing = Atomic<Bool>(false)
+    private let positionDirection = Atomic<Int8>(1)
+    private let positionPass = Atomic<Int64>(0)
+    private let positionLoopStart = Atomic<Int64>(0)
+    private let positionLoopEnd = Atomic<Int64>(0)
+    private let positionPingPong = Atomic<Bool>(false)
+    private let positionLoopEpoch = Atomic<UInt32>(0)
 
     /// Ring frames below which render wakes the reader.
     public let lowWater: Int
@@ -107,11 +229,33 @@ public final class RenderShared: @unchecked Sendable {
         renderWake = EventFD.make()
         readerWake = EventFD.make()
         self.lowWater = lowWater
+        spliceMarker = .allocate(capacity: 1)
+        spliceMarker.initialize(to: .empty)
     }
 
     deinit {
         _ = close(renderWake)
         _ = close(readerWake)
+        spliceMarker.deallocate()
+    }
+
+    /// What `readPosition` returns: the frame being heard and how it moves.
+    public struct HeardPosition: Sendable {
+        public var frame: Int64
+        /// CLOCK_MONOTONIC ns when `frame` was heard.
+        public var time: UInt64
+        public var generation: UInt64
+        /// Whether it advances with the clock (playing) or stands (paused, ended).
+        public var advancing: Bool
+        public var direction: PlayDirection
+        /// Loop wraps heard.
+        public var pass: Int64
+        /// The loop region the frame was heard in (`loopEnd <= loopStart`: none).
+        public var loopStart: Int64
+        public var loopEnd: Int64
+        public var pingPong: Bool
+        /// The loop setting `pass` counts for.
+        public var loopEpoch: UInt32
     }
 
     /// The heard position. Thread: render only. Real-time safe: yes.
@@ -119,14 +263,20 @@ public final class RenderShared: @unchecked Sendable {
     /// Seqlock writer: odd sequence (relaxed) + release fence so the data stores cannot
     /// move above it; data stores (relaxed); even sequence (release) publishes them.
     @inline(__always)
-    func publishPosition(frame: Int64, generation: UInt64, advancing: Bool, at time: UInt64) {
+    func publishPosition(frame: Int64, marker m: SegmentMarker, ringIndex: Int, advancing: Bool, at time: UInt64) {
         let s = positionSequence.load(ordering: .relaxed)
         positionSequence.store(s &+ 1, ordering: .relaxed)
         atomicMemoryFence(ordering: .releasing)
         positionFrame.store(frame, ordering: .relaxed)
         positionTime.store(time, ordering: .relaxed)
-        positionGeneration.store(generation, ordering: .relaxed)
+        positionGeneration.store(m.generation, ordering: .relaxed)
         positionAdvancing.store(advancing, ordering: .relaxed)
+        positionDirection.store(m.direction(atRing: ringIndex).sign, ordering: .relaxed)
+        positionPass.store(m.pass(atRing: ringIndex), ordering: .relaxed)
+        positionLoopStart.store(m.loopStart, ordering: .relaxed)
+        positionLoopEnd.store(m.loopEnd, ordering: .relaxed)
+        positionPingPong.store(m.pingPong, ordering: .relaxed)
+        positionLoopEpoch.store(m.loopEpoch, ordering: .relaxed)
         positionSequence.store(s &+ 2, ordering: .releasing)
     }
 
@@ -135,16 +285,22 @@ public final class RenderShared: @unchecked Sendable {
     ///
     /// Seqlock reader: sequence (acquire), data (relaxed), acquire fence, sequence again;
     /// equal and even means the data is one write's.
-    public func readPosition() -> (frame: Int64, time: UInt64, generation: UInt64, advancing: Bool) {
+    public func readPosition() -> HeardPosition {
         while true {
             let s1 = positionSequence.load(ordering: .acquiring)
             if s1 & 1 == 1 { continue }
-            let f = positionFrame.load(ordering: .relaxed)
-            let t = positionTime.load(ordering: .relaxed)
-            let g = positionGeneration.load(ordering: .relaxed)
-            let a = positionAdvancing.load(ordering: .relaxed)
+            let p = HeardPosition(frame: positionFrame.load(ordering: .relaxed),
+                                  time: positionTime.load(ordering: .relaxed),
+                                  generation: positionGeneration.load(ordering: .relaxed),
+                                  advancing: positionAdvancing.load(ordering: .relaxed),
+                                  direction: positionDirection.load(ordering: .relaxed) > 0 ? .forward : .reverse,
+                                  pass: positionPass.load(ordering: .relaxed),
+                                  loopStart: positionLoopStart.load(ordering: .relaxed),
+                                  loopEnd: positionLoopEnd.load(ordering: .relaxed),
+                                  pingPong: positionPingPong.load(ordering: .relaxed),
+                                  loopEpoch: positionLoopEpoch.load(ordering: .relaxed))
             atomicMemoryFence(ordering: .acquiring)
-            if positionSequence.load(ordering: .relaxed) == s1 { return (f, t, g, a) }
+            if positionSequence.load(ordering: .relaxed) == s1 { return p }
         }
     }
 }

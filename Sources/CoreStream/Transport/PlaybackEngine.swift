@@ -51,6 +51,10 @@ public final class PlaybackEngine: @unchecked Sendable {
         case corruptPackets(path: String, total: Int)
         /// The output failed and could not be recovered, or decoding stopped with an error.
         case error(StreamError)
+        /// Playback wrapped (or turned, in ping-pong) at a loop end: `pass` wraps heard
+        /// since the region was set, `remaining` left (nil: forever). Coalesced when
+        /// the region is shorter than the reader's wake-up interval (~50 ms).
+        case loopWrapped(pass: Int64, remaining: Int64?)
     }
 
     public struct Status: Sendable {
@@ -65,6 +69,17 @@ public final class PlaybackEngine: @unchecked Sendable {
         /// From the last `seek` (or `play`) call to its first frame written to the
         /// device, once that has happened.
         public var lastStartLatencyNanoseconds: UInt64?
+        /// The direction set (a ping-pong loop turns round inside it on its own).
+        public var direction: PlayDirection
+        /// The loop region set, if any.
+        public var loop: LoopRegion?
+        /// Wraps heard since the region was set.
+        public var loopPasses: Int64
+        /// Wraps left (nil: forever, or no loop).
+        public var loopRemaining: Int64? {
+            guard let l = loop, let c = l.count else { return nil }
+            return max(0, Int64(c) - loopPasses)
+        }
         public var positionSeconds: Double {
             track.map { FrameTime.seconds(positionFrames, rate: $0.sampleRate) } ?? 0
         }
@@ -91,16 +106,27 @@ public final class PlaybackEngine: @unchecked Sendable {
         var corruptPackets = 0
         /// When the current generation was requested (play or seek).
         var requestedAt: UInt64 = 0
+        var direction = PlayDirection.forward
+        var loop: LoopRegion?
+        /// Counts `setLoop` calls, so pass counts heard are matched to the region set.
+        var loopEpoch: UInt32 = 0
     }
     private let control = Mutex(Control())
 
     // Reader commands. Protected by `commands`; pushed by the control side, taken by the reader.
     private enum Command {
-        case load(Handoff<AudioDecoder>, start: Int64, generation: UInt64)
+        case load(Handoff<AudioDecoder>, start: Int64, direction: PlayDirection, generation: UInt64)
         case seek(Int64, generation: UInt64)
+        case edit(Edit)
         case stop(generation: UInt64)
         case detach(Handoff<Semaphore>)
+        case barrier(Handoff<Semaphore>)
         case quit
+    }
+    /// Changes that keep the stream going: the reader splices them in.
+    fileprivate enum Edit {
+        case loop(LoopRegion?, epoch: UInt32)
+        case direction(PlayDirection)
     }
     private let commands = Mutex<[Command]>([])
     private var readerThread: PThread?
@@ -129,9 +155,11 @@ public final class PlaybackEngine: @unchecked Sendable {
 
     // MARK: - Public API
 
-    /// Opens `path`, validates it, and plays it from `start` (source frames).
+    /// Opens `path`, validates it, and plays it from `start` (source frames; nil: from
+    /// the beginning, or from the end when the direction is reverse). The loop region
+    /// is cleared; the direction carries over, as mpv's `play-direction`.
     /// On error nothing changes: what was playing keeps playing.
-    public func play(path: String, from start: Int64 = 0, paused: Bool = false) throws(StreamError) {
+    public func play(path: String, from start: Int64? = nil, paused: Bool = false) throws(StreamError) {
         try play(AudioDecoder(path: path), from: start, paused: paused)
     }
 
@@ -144,11 +172,17 @@ public final class PlaybackEngine: @unchecked Sendable {
         try play(decoder, from: FrameTime.frames(seconds: seconds, rate: decoder.info.sampleRate), paused: paused)
     }
 
-    private func play(_ decoder: AudioDecoder, from start: Int64, paused: Bool) throws(StreamError) {
+    private func play(_ decoder: AudioDecoder, from requested: Int64?, paused: Bool) throws(StreamError) {
         let path = decoder.info.path
-        if let d = decoder.info.durationFrames, !decoder.info.durationIsEstimate, start > d || start < 0 {
+        if let start = requested, let d = decoder.info.durationFrames, !decoder.info.durationIsEstimate, start > d || start < 0 {
             throw StreamError(.invalidArgument, "\(path): start position \(start) is outside 0…\(d)")
         }
+        if let start = requested, start < 0 {
+            throw StreamError(.invalidArgument, "\(path): start position \(start) is negative")
+        }
+        // Reverse from the end: where the audio really ends when the length is estimated.
+        let reverseFromEnd = requested == nil && control.withLock { $0.direction == .reverse }
+        let fromEnd = reverseFromEnd ? try decoder.decodedEnd() : decoder.info.durationFrames ?? 0
         var lostOutput = false
         defer { if lostOutput { onEvent(.stateChanged(.stopped)) } }
         try control.withLock { (c: inout Control) throws(StreamError) in
@@ -170,17 +204,20 @@ public final class PlaybackEngine: @unchecked Sendable {
                 }
             }
             try decoder.setOutputFormat(c.negotiated!.pcm)
+            let start = requested ?? (c.direction == .reverse ? fromEnd : 0)
             c.generation += 1
             c.requestedAt = monotonicNanoseconds()
             c.track = decoder.info
+            c.loop = nil
             c.pendingPosition = start
             c.corruptPackets = 0
             _ = c.transport.on(.play)
             if paused { _ = c.transport.on(.pause) }
             shared.wantPlaying.store(!paused, ordering: .relaxed)
-            send(.load(Handoff(decoder), start: start, generation: c.generation))
+            send(.load(Handoff(decoder), start: start, direction: c.direction, generation: c.generation))
             logger.info("playing", metadata: ["track.path": "\(path)", "track.codec": "\(decoder.info.codec)",
-                                              "track.rate": "\(decoder.info.sampleRate)", "start.frame": "\(start)"])
+                                              "track.rate": "\(decoder.info.sampleRate)", "start.frame": "\(start)",
+                                              "direction": "\(c.direction.rawValue)"])
         }
         ProcessTuning.releaseFreeMemory()
         onEvent(.trackStarted(decoder.info))
@@ -219,18 +256,77 @@ public final class PlaybackEngine: @unchecked Sendable {
         }
     }
 
+    /// Sets, moves or clears (nil) the loop region of the current track, seamlessly: a
+    /// pass in progress finishes, nothing is dropped, and a region the play head is
+    /// already past makes it jump to the region. Errors keep the current region.
+    public func setLoop(_ region: LoopRegion?) throws(StreamError) {
+        try control.withLock { (c: inout Control) throws(StreamError) in
+            guard let track = c.track, c.transport.state != .stopped else {
+                throw StreamError(.invalidArgument, "nothing is playing to loop in")
+            }
+            if let l = region {
+                guard l.start >= 0 else {
+                    throw StreamError(.invalidArgument, "loop start (\(l.start)) is negative; the current region is kept")
+                }
+                guard l.start < l.end else {
+                    throw StreamError(.invalidArgument, "loop start (\(l.start)) must be before its end (\(l.end)); the current region is kept")
+                }
+                if let d = track.durationFrames, !track.durationIsEstimate, l.end > d {
+                    throw StreamError(.invalidArgument, "loop end (\(l.end)) is beyond the end of the track (\(d)); the current region is kept")
+                }
+                if let n = l.count, n < 0 {
+                    throw StreamError(.invalidArgument, "loop count \(n) is negative; the current region is kept")
+                }
+            }
+            c.loop = region
+            c.loopEpoch &+= 1
+            send(.edit(.loop(region, epoch: c.loopEpoch)))
+        }
+    }
+
+    /// Plays forward or in reverse from the frame being heard, seamlessly. When nothing
+    /// is playing it applies to the next track (which then starts from its end).
+    public func setDirection(_ direction: PlayDirection) {
+        control.withLock { c in
+            guard c.direction != direction else { return }
+            c.direction = direction
+            if c.track != nil && c.transport.state != .stopped { send(.edit(.direction(direction))) }
+        }
+    }
+
+    /// Waits until the reader thread has acted on every command sent before (a load, a
+    /// seek, a loop or direction change has been spliced in). Tests use it to set up a
+    /// paused stream deterministically. Thread: any but the reader.
+    public func waitUntilApplied() {
+        let done = Semaphore()
+        send(.barrier(Handoff(done)))
+        done.wait()
+    }
+
     /// A snapshot of what is playing. Thread: any. Never waits for the render thread.
     public func status() -> Status {
         control.withLock { c in
             var position = c.pendingPosition
+            let direction = c.direction
+            var passes: Int64 = 0
             let heard = shared.readPosition()
             if heard.generation == c.generation, let track = c.track, let out = c.negotiated {
                 position = heard.frame
-                if heard.advancing && c.transport.state == .playing {
+                passes = heard.loopEpoch == c.loopEpoch ? heard.pass : 0
+                if heard.advancing && c.transport.state == .playing && !heard.pingPong {
                     // Interpolate between the render thread's reports (one every 4 periods).
                     let elapsed = Int64(min(monotonicNanoseconds() &- heard.time, UInt64(out.periodFrames) * 6_000_000_000 / UInt64(out.pcm.sampleRate)))
-                    position += FrameTime.rescaleFloor(elapsed, Int64(track.sampleRate), 1_000_000_000)
+                    let moved = FrameTime.rescaleFloor(elapsed, Int64(track.sampleRate), 1_000_000_000)
+                    if heard.loopEnd > heard.loopStart {
+                        let span = heard.loopEnd - heard.loopStart
+                        let u = heard.direction == .forward ? position - heard.loopStart + moved
+                                                            : heard.loopEnd - 1 - position + moved
+                        position = heard.direction == .forward ? heard.loopStart + u % span : heard.loopEnd - 1 - u % span
+                    } else {
+                        position += heard.direction == .forward ? moved : -moved
+                    }
                 }
+                position = max(0, position)
                 if let d = track.durationFrames, !track.durationIsEstimate { position = min(position, d) }
             }
             var latency: UInt64?
@@ -242,7 +338,8 @@ public final class PlaybackEngine: @unchecked Sendable {
                           underruns: shared.underruns.load(ordering: .relaxed),
                           deviceXruns: shared.deviceXruns.load(ordering: .relaxed),
                           corruptPackets: c.corruptPackets,
-                          lastStartLatencyNanoseconds: latency)
+                          lastStartLatencyNanoseconds: latency,
+                          direction: direction, loop: c.loop, loopPasses: c.loop == nil ? 0 : passes)
         }
     }
 
@@ -281,6 +378,7 @@ public final class PlaybackEngine: @unchecked Sendable {
                 shared.wantPlaying.store(false, ordering: .relaxed)
                 c.generation += 1
                 c.track = nil
+                c.loop = nil
                 c.pendingPosition = 0
                 send(.stop(generation: c.generation))
             case .none:
@@ -373,6 +471,7 @@ public final class PlaybackEngine: @unchecked Sendable {
         shared.realtimeResult.store(-1, ordering: .relaxed)
         // The render thread acknowledged nothing it will never see: align the flush counters.
         shared.flushAck.store(shared.flushRequest.load(ordering: .relaxed), ordering: .relaxed)
+        shared.spliceAck.store(shared.spliceRequest.load(ordering: .relaxed), ordering: .relaxed)
     }
 
     private func makeOutput(_ c: inout Control) throws(StreamError) -> any AudioOutput {
@@ -385,35 +484,80 @@ public final class PlaybackEngine: @unchecked Sendable {
     /// What the reader thread owns.
     fileprivate final class ReaderState {
         let shared: RenderShared
+        /// Forward steps, and the first reverse block after a reposition or splice.
         let chunk: Int
+        /// Reverse blocks: large enough that a seek's preroll (MP3: 11520 frames) is a
+        /// small part of each, small enough to stay a few hundred KiB.
+        let blockFrames = 32 * 1024
+        /// Loop regions up to this long are decoded once and replayed from memory.
+        let cacheFrames = 32 * 1024
+
         var decoder: AudioDecoder?
+        /// Counts loads, so the cache knows which decoder it holds.
+        var decoderSerial = 0
         var generation: UInt64 = 0
-        var needMarker = false
         var finished = true
-        /// One chunk of decoded frames, sized for the current channel count.
-        var staging: UnsafeMutablePointer<Float>
-        var stagingChannels = 2
-        var flushCounter: UInt64 = 0
+        var direction = PlayDirection.forward
+        var head: Playhead?
+        /// The next step is the first after a reposition or splice: keep it short.
+        var firstStep = true
+
+        /// What a splice restarts from when nothing played since the last reposition or
+        /// splice: the ring index where that began, the planner state then, and the
+        /// edits applied on top (`turn`: something had been heard before it).
+        var spliceBase: (ring: Int, head: Playhead, edits: [Edit], turn: Bool)?
+
+        /// Decoded frames waiting to go into the ring (one step), and the marker that
+        /// must precede them.
+        var pending: UnsafeMutablePointer<Float>
+        var pendingFrames = 0
+        var pendingOffset = 0
+        var pendingMarker: SegmentMarker?
+        var channels = 2
+
+        /// The loop region decoded once, `[cacheStart, cacheStart + cacheCount)`, for
+        /// `cacheSerial`'s decoder. Allocated on first use.
+        var cache: UnsafeMutablePointer<Float>?
+        var cacheSerial = -1
+        var cacheStart: Int64 = 0
+        var cacheCount = 0
+
         var reportedEnded: UInt64 = 0
         var reportedUnderruns = 0
         var lastUnderrunReport: UInt64 = 0
         var reportedCorrupt = 0
         var reportedDeviceError = 0
+        var reportedPass: Int64 = 0
+        /// The loop setting the planner's pass counts belong to.
+        var loopEpoch: UInt32 = 0
 
         init(shared: RenderShared, chunk: Int) {
             self.shared = shared
             self.chunk = chunk
-            staging = .allocate(capacity: chunk * 2)
+            pending = .allocate(capacity: blockFrames * 2)
         }
 
-        /// Makes `staging` fit `channels`. Reader thread.
-        func prepareStaging(channels: Int) {
-            guard channels != stagingChannels else { return }
-            staging.deallocate()
-            staging = .allocate(capacity: chunk * channels)
-            stagingChannels = channels
+        /// Makes the buffers fit `channels`. Reader thread.
+        func prepare(channels: Int) {
+            guard channels != self.channels else { return }
+            pending.deallocate()
+            pending = .allocate(capacity: blockFrames * channels)
+            cache?.deallocate()
+            cache = nil
+            cacheSerial = -1
+            self.channels = channels
         }
-        deinit { staging.deallocate() }
+
+        func dropPending() {
+            pendingFrames = 0
+            pendingOffset = 0
+            pendingMarker = nil
+        }
+
+        deinit {
+            pending.deallocate()
+            cache?.deallocate()
+        }
     }
 
     private func readerMain(_ r: ReaderState) {
@@ -423,92 +567,159 @@ public final class PlaybackEngine: @unchecked Sendable {
                 list.removeAll()
                 return l
             }
+            var edits: [Edit] = []
             for command in pending {
+                if case .edit(let e) = command {
+                    edits.append(e)
+                    continue
+                }
+                // Edits queued before a reposition apply before it.
+                if !edits.isEmpty { splice(r, edits); edits = [] }
                 switch command {
                 case .quit:
                     r.decoder = nil
                     return
+                case .barrier(let done):
+                    done.value.signal()
                 case .detach(let done):
                     r.decoder = nil
+                    r.head = nil
                     r.finished = true
                     done.value.signal()
                 case .stop(let generation):
                     r.generation = generation
                     r.decoder = nil
+                    r.head = nil
                     r.finished = true
                     flush(r)
-                case .load(let handoff, let start, let generation):
+                case .load(let handoff, let start, let direction, let generation):
                     let decoder = handoff.value
                     r.generation = generation
-                    r.prepareStaging(channels: decoder.outputFormat.channels)
+                    r.direction = direction
+                    r.prepare(channels: decoder.outputFormat.channels)
                     r.decoder = decoder
-                    reposition(r, to: start)
+                    r.decoderSerial += 1
+                    r.reportedPass = 0
+                    reposition(r, to: start, loop: nil)
                 case .seek(let frame, let generation):
                     r.generation = generation
-                    reposition(r, to: frame)
+                    reposition(r, to: frame, loop: r.head?.loop)
+                case .edit:
+                    break
                 }
             }
+            if !edits.isEmpty { splice(r, edits) }
             fill(r)
             report(r)
             // Sleep until the render thread wants more (low water, end, underrun, device
-            // error all signal readerWake), a command arrives, or a 1 s housekeeping tick.
+            // error all signal readerWake), a command arrives, or a housekeeping tick:
+            // 1 s, or 50 ms while a loop runs, so wrap events are timely.
             let full = r.shared.ring.writableFrames < r.chunk
             if full || r.finished || r.decoder == nil {
-                EventFD.wait(r.shared.readerWake, timeoutNanoseconds: 1_000_000_000)
+                let looping = r.head?.loop.map { l in l.count.map { r.reportedPass < Int64($0) } ?? true } ?? false
+                EventFD.wait(r.shared.readerWake, timeoutNanoseconds: looping ? 50_000_000 : 1_000_000_000)
             }
         }
     }
 
-    /// Seeks the decoder, decodes the first chunk, and only then flushes the ring, so the
-    /// old audio plays until the new audio is ready.
-    private func reposition(_ r: ReaderState, to frame: Int64) {
+    /// Plays from `frame` (a new track or a seek): decodes the first step, and only
+    /// then flushes the ring, so the old audio plays until the new audio is ready.
+    private func reposition(_ r: ReaderState, to frame: Int64, loop: LoopRegion?) {
         guard let decoder = r.decoder else { return }
-        var first = 0
+        var head = Playhead(position: frame, direction: r.direction, loop: loop,
+                            length: decoder.info.durationIsEstimate ? nil : decoder.info.durationFrames)
+        head.reposition(to: frame)
+        r.head = head
+        r.dropPending()
+        r.firstStep = true
+        var more = true
         do {
-            try decoder.seek(to: frame)
-            first = try decoder.read(into: r.staging, capacity: r.chunk)
+            more = try produce(r)
         } catch {
             logger.error("seek failed", metadata: ["track.path": "\(decoder.info.path)", "error": "\(error)"])
             onEvent(.error(error))
+            more = false
         }
         flush(r)
         r.finished = false
-        pushMarker(r, sourceFrame: frame)
-        if first > 0 {
-            r.shared.ring.write(r.staging, frames: first)
+        r.spliceBase = (r.shared.ring.producerIndex, head, [], false)
+        if more {
+            _ = drainPending(r)
         } else {
             finish(r)
         }
         EventFD.signal(r.shared.renderWake)
     }
 
+    /// Applies loop and direction changes without a gap: asks the render thread for the
+    /// last frame it keeps (it takes back what the device queued beyond a safety
+    /// margin and empties the ring), restarts the plan after that frame, applies the
+    /// edits, and refills.
+    private func splice(_ r: ReaderState, _ edits: [Edit]) {
+        for case .direction(let d) in edits { r.direction = d }
+        guard r.decoder != nil, var head = r.head else { return }
+        r.dropPending()
+        handshake(r, request: r.shared.spliceRequest, ack: r.shared.spliceAck, what: "splice")
+        let kept = r.shared.spliceRing.load(ordering: .relaxed)
+        let m = r.shared.spliceMarker.pointee
+        var base: Playhead
+        var all: [Edit]
+        var turn: Bool
+        if let b = r.spliceBase, kept <= b.ring || m.generation != r.generation {
+            // Nothing played since the last splice or reposition: redo it with every edit.
+            (base, all, turn) = (b.head, b.edits + edits, b.turn)
+        } else {
+            let last = kept - 1
+            head.resume(after: m.sourceFrame(atRing: last), direction: m.direction(atRing: last),
+                        shape: m.shape, pass: m.pass(atRing: last))
+            (base, all, turn) = (head, edits, true)
+        }
+        head = base
+        for e in all {
+            switch e {
+            case .loop(let l, let epoch):
+                head.setLoop(l)
+                r.loopEpoch = epoch
+                r.reportedPass = 0
+            case .direction(let d): head.setDirection(d, turn: turn)
+            }
+        }
+        r.head = head
+        logger.debug("splice", metadata: ["kept": "\(kept)", "base": "\(base)", "head": "\(head)", "marker": "\(m)"])
+        r.spliceBase = (r.shared.ring.producerIndex, base, all, turn)
+        r.firstStep = true
+        r.finished = false
+        fill(r)
+        EventFD.signal(r.shared.renderWake)
+    }
+
     /// The flush handshake: ask the render thread to drop the device queue and empty the
     /// ring, and wait until it has (or until it is not running).
     private func flush(_ r: ReaderState) {
+        handshake(r, request: r.shared.flushRequest, ack: r.shared.flushAck, what: "flush")
+    }
+
+    /// Reopens the stream's end, stores a new request number (release: publishes that
+    /// and the reader's other state), wakes render, and waits for its acknowledgement
+    /// (acquire: what render wrote before it is visible), at most 2 s.
+    private func handshake(_ r: ReaderState, request: borrowing Atomic<UInt64>, ack: borrowing Atomic<UInt64>, what: String) {
         r.shared.endIndex.store(Int.max, ordering: .relaxed)
-        r.flushCounter = r.shared.flushRequest.load(ordering: .relaxed) &+ 1
-        r.shared.flushRequest.store(r.flushCounter, ordering: .releasing)  // publishes endIndex too
+        let number = request.load(ordering: .relaxed) &+ 1
+        request.store(number, ordering: .releasing)
         EventFD.signal(r.shared.renderWake)
         let deadline = monotonicNanoseconds() + 2_000_000_000
-        while r.shared.flushAck.load(ordering: .acquiring) != r.flushCounter {
+        while ack.load(ordering: .acquiring) != number {
             if monotonicNanoseconds() > deadline {
-                logger.error("render thread did not acknowledge a flush within 2 s")
+                logger.error("render thread did not acknowledge a \(what) within 2 s")
                 break
             }
             EventFD.wait(r.shared.readerWake, timeoutNanoseconds: 2_000_000)
         }
     }
 
-    private func pushMarker(_ r: ReaderState, sourceFrame: Int64) {
-        guard let d = r.decoder else { return }
-        let m = SegmentMarker(ringIndex: r.shared.ring.producerIndex, sourceFrame: sourceFrame,
-                              generation: r.generation, sourceRate: Int32(d.info.sampleRate),
-                              deviceRate: Int32(d.outputFormat.sampleRate))
-        if !r.shared.markers.push(m) { logger.error("marker queue full") }
-    }
-
     private func finish(_ r: ReaderState) {
         r.finished = true
+        r.shared.streamGeneration.store(r.generation, ordering: .relaxed)
         r.shared.endIndex.store(r.shared.ring.producerIndex, ordering: .releasing)  // after the last write
         EventFD.signal(r.shared.renderWake)
     }
@@ -516,28 +727,135 @@ public final class PlaybackEngine: @unchecked Sendable {
     /// Decodes until the ring is full (its high-water mark), then returns.
     private func fill(_ r: ReaderState) {
         guard let decoder = r.decoder, !r.finished else { return }
-        while r.shared.ring.writableFrames >= r.chunk {
-            let n: Int
+        while true {
+            guard drainPending(r) else { break }
+            if r.shared.ring.writableFrames < r.chunk { break }
             do {
-                n = try decoder.read(into: r.staging, capacity: r.chunk)
+                if try !produce(r) {
+                    finish(r)
+                    return
+                }
             } catch {
                 logger.error("decoding stopped", metadata: ["track.path": "\(decoder.info.path)", "error": "\(error)"])
                 onEvent(.error(error))
                 finish(r)
                 return
             }
-            if n == 0 {
-                finish(r)
-                return
-            }
-            r.shared.ring.write(r.staging, frames: n)
-            if r.shared.starving.load(ordering: .relaxed) { EventFD.signal(r.shared.renderWake) }
         }
         if r.shared.starving.load(ordering: .relaxed) { EventFD.signal(r.shared.renderWake) }
     }
 
+    /// Writes what is pending into the ring, its marker first. Returns true when all of
+    /// it went in.
+    private func drainPending(_ r: ReaderState) -> Bool {
+        while r.pendingOffset < r.pendingFrames {
+            let room = r.shared.ring.writableFrames
+            if room == 0 { return false }
+            if var m = r.pendingMarker {
+                m.ringIndex = r.shared.ring.producerIndex
+                guard r.shared.markers.push(m) else { return false }  // full: the render thread frees it
+                r.pendingMarker = nil
+            }
+            let n = min(room, r.pendingFrames - r.pendingOffset)
+            r.shared.ring.write(r.pending + r.pendingOffset * r.channels, frames: n)
+            r.pendingOffset += n
+            if r.shared.starving.load(ordering: .relaxed) { EventFD.signal(r.shared.renderWake) }
+        }
+        return true
+    }
+
+    /// Decodes the playhead's next step into `pending`. Returns false at the end.
+    private func produce(_ r: ReaderState) throws(StreamError) -> Bool {
+        guard let decoder = r.decoder, var head = r.head else { return false }
+        let sourceRate = decoder.info.sampleRate, deviceRate = decoder.outputFormat.sampleRate
+        // Step sizes are in source frames; keep their output inside `pending`.
+        let fit = Int(FrameTime.rescaleFloor(Int64(r.blockFrames), Int64(sourceRate), Int64(deviceRate))) - 64
+        let wanted = head.direction == .reverse && !r.firstStep ? r.blockFrames : r.chunk
+        guard let step = head.next(maxFrames: max(1, min(wanted, fit))) else { return false }
+        r.head = head
+        r.firstStep = false
+        var produced = 0
+        if let region = head.loop, try cacheHolds(r, region, step) {
+            let from = r.cache! + Int(step.start - r.cacheStart) * r.channels
+            r.pending.update(from: from, count: step.count * r.channels)
+            produced = step.count
+        } else {
+            if decoder.position != step.start || step.direction == .reverse {
+                try decoder.seek(to: step.start)
+            }
+            let end = step.start + Int64(step.count)
+            while produced < r.blockFrames {
+                let n = try decoder.read(into: r.pending + produced * r.channels, capacity: r.blockFrames - produced, limit: end)
+                if n == 0 { break }
+                produced += n
+            }
+            if produced == 0 {
+                // The track ended before its stated length.
+                return step.direction == .reverse ? try produce(r) : false
+            }
+        }
+        if step.direction == .reverse { reverseFrames(r.pending, frames: produced, channels: r.channels) }
+        r.pendingFrames = produced
+        r.pendingOffset = 0
+        if let shape = step.newRun {
+            // A short reverse block (the track ended early) starts lower.
+            let first = step.direction == .reverse && sourceRate == deviceRate
+                ? step.start + Int64(produced) - 1 : step.firstFrame
+            var m = SegmentMarker(ringIndex: 0, firstFrame: first, direction: step.direction, shape: shape,
+                                  pass: step.pass, generation: r.generation,
+                                  sourceRate: Int32(sourceRate), deviceRate: Int32(deviceRate))
+            m.loopEpoch = r.loopEpoch
+            r.pendingMarker = m
+        }
+        return true
+    }
+
+    /// Whether `step` lies in `region` and the region is (now) decoded in the cache.
+    /// Regions longer than the cache, or resampled, are decoded pass by pass instead.
+    private func cacheHolds(_ r: ReaderState, _ region: LoopRegion, _ step: Playhead.Step) throws(StreamError) -> Bool {
+        guard let decoder = r.decoder, region.length <= Int64(r.cacheFrames),
+              decoder.info.sampleRate == decoder.outputFormat.sampleRate,
+              step.start >= region.start, step.start + Int64(step.count) <= region.end else { return false }
+        if r.cacheSerial == r.decoderSerial && r.cacheStart == region.start && Int64(r.cacheCount) >= region.length {
+            return true
+        }
+        if r.cache == nil { r.cache = .allocate(capacity: r.cacheFrames * r.channels) }
+        try decoder.seek(to: region.start)
+        var got = 0
+        let want = Int(region.length)
+        while got < want {
+            let n = try decoder.read(into: r.cache! + got * r.channels, capacity: want - got, limit: region.end)
+            if n == 0 { break }
+            got += n
+        }
+        r.cacheSerial = r.decoderSerial
+        r.cacheStart = region.start
+        r.cacheCount = got
+        return got >= want
+    }
+
+    /// Reverses the order of `frames` interleaved frames in place.
+    private func reverseFrames(_ p: UnsafeMutablePointer<Float>, frames: Int, channels: Int) {
+        var i = 0, j = frames - 1
+        while i < j {
+            let a = p + i * channels, b = p + j * channels
+            for c in 0..<channels { swap(&a[c], &b[c]) }
+            i += 1
+            j -= 1
+        }
+    }
+
     /// Turns the render thread's counters into events (never from the render thread).
     private func report(_ r: ReaderState) {
+        let heard = r.shared.readPosition()
+        if heard.generation == r.generation, heard.loopEpoch == r.loopEpoch, heard.pass != r.reportedPass {
+            let wrapped = heard.pass > r.reportedPass
+            r.reportedPass = heard.pass
+            if wrapped, let loop = control.withLock({ $0.loop }) {
+                let remaining = loop.count.map { max(0, Int64($0) - heard.pass) }
+                onEvent(.loopWrapped(pass: heard.pass, remaining: remaining))
+            }
+        }
         let ended = r.shared.endedGeneration.load(ordering: .acquiring)
         if ended != r.reportedEnded {
             r.reportedEnded = ended
@@ -545,7 +863,8 @@ public final class PlaybackEngine: @unchecked Sendable {
                 guard ended == c.generation, c.transport.state != .stopped else { return nil }
                 _ = c.transport.on(.ended)
                 let p = c.track?.path
-                c.pendingPosition = c.track?.durationFrames ?? c.pendingPosition
+                c.pendingPosition = c.direction == .reverse ? 0 : c.track?.durationFrames ?? c.pendingPosition
+                c.loop = nil
                 return p
             }
             if let p = path {
