@@ -200,8 +200,11 @@ public final class RenderShared: @unchecked Sendable {
     // in force at `spliceRing − 1`, or an empty one with generation 0 when no frame of
     // the ring has been kept), empties the ring, and stores the number in `spliceAck`
     // (release). The reader loads `spliceAck` (acquire) and then reads the two fields.
+    /// Written by the reader (release).
     public let spliceRequest = Atomic<UInt64>(0)
+    /// Written by render (release), after `spliceRing` and `spliceMarker`.
     public let spliceAck = Atomic<UInt64>(0)
+    /// Written by render (relaxed, published by `spliceAck`).
     public let spliceRing = Atomic<Int>(0)
     /// Written by render before `spliceAck`; read by the reader after it. See above.
     public let spliceMarker: UnsafeMutablePointer<SegmentMarker>
