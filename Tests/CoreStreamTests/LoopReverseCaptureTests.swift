@@ -87,6 +87,18 @@ struct LoopReverseCaptureTests {
         expectCapture(cap, Runs.expected(reference, channels: ch, runs), fixture)
     }
 
+    /// A loop of the whole track is repeat-one: the track twice, joined without a gap.
+    @Test(arguments: ["flac-48000-1.flac", "mp3vbr-44100-2.mp3"])
+    func wholeTrackLoopIsRepeatOne(_ name: String) throws {
+        let fixture = Fixtures.named(name)
+        let reference = try Reference.decode(fixture.path)
+        let total = try decodedLength(fixture, reference)
+        let (cap, _) = try capture(fixture, from: 0) { e in
+            try e.setLoop(LoopRegion(start: 0, end: Int64(total), count: 1))
+        }
+        expectCapture(cap, Runs.expected(reference, channels: fixture.channels, [Run(0, total), Run(0, total)]), fixture)
+    }
+
     /// The whole track backwards, down to frame 0, block by block from disk.
     @Test(arguments: Fixtures.all)
     func reverseFromTheEndToTheStart(_ fixture: Fixture) throws {
@@ -185,6 +197,37 @@ struct LoopReverseCaptureTests {
         #expect(rev.reverse && rev.end == fwd.end - 1, "reverse starts one below the turn: \(runs)")
         #expect(!tail.reverse && tail.start == rev.start + 1 && tail.end == total, "forward resumes one above: \(runs)")
         #expect(rev.count > 10_000, "reverse played \(rev.count) frames")
+    }
+
+    /// Pause and resume while reversing: one 5 ms ramp out and one in at the pause
+    /// point, nothing lost, nothing repeated.
+    @Test func pauseWhileReversingLosesNothing() throws {
+        let fixture = Fixtures.named("flac-44100-2.flac")
+        let reference = try Reference.decode(fixture.path)
+        let start = 110_000
+        let h = EngineHarness(paced: true)
+        h.engine.setDirection(.reverse)
+        try h.engine.play(path: fixture.path, from: Int64(start))
+        usleep(700_000)
+        h.engine.pause()
+        #expect(h.wait(seconds: 2) { h.engine.status().state == .paused })
+        usleep(300_000)
+        let pausedAt = h.engine.status().positionFrames
+        h.engine.resume()
+        #expect(h.waitForEnd(seconds: 10))
+        #expect(h.engine.status().underruns == 0)
+        let cap = try h.finishCapture()
+        let expected = Runs.expected(reference, channels: 2, [Run(0, start, reverse: true)])
+        #expect(cap.frames == start, "every frame once: \(cap.frames) vs \(start)")
+        let ramp = 221
+        // Differences only in the first ramp-in and around the pause point.
+        var bad: [Int] = []
+        for f in (ramp + 1)..<min(cap.frames, start) where cap.samples[2 * f] != expected[2 * f] || cap.samples[2 * f + 1] != expected[2 * f + 1] {
+            bad.append(f)
+        }
+        let p = try #require(bad.first, "the pause left no ramp")
+        #expect(bad.last! - p <= 2 * ramp + 2, "differences from \(p) to \(bad.last!)")
+        #expect(abs(Int64(start - p) - pausedAt) <= Int64(ramp) + 2, "paused at source frame \(pausedAt), ramp at capture frame \(p)")
     }
 
     /// Set a region, let it wrap, move it while playing, then clear it: each change takes
