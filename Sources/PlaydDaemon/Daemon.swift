@@ -33,6 +33,12 @@ public final class Daemon: @unchecked Sendable {
         ec.ringFrames = config.ringFrames
         let box = EventSink()
         engine = PlaybackEngine(configuration: ec, logger: logger) { event in box.forward(event) }
+        var level = LevelSettings()
+        level.replayGain = ReplayGainMode(rawValue: config.replayGain) ?? .off
+        level.preampDB = config.replayGainPreamp
+        level.missingPreampDB = config.replayGainMissingPreamp
+        level.preventClipping = config.replayGainLimit
+        engine.setLevel(level)
         // Open the output now so a broken device fails the start (and READY=1 means it works).
         try engine.openOutput(for: PCMFormat(sampleRate: 44100, channels: 2))
         server = try ControlServer(path: config.resolvedSocketPath, mode: config.socketMode, group: config.socketGroup,
@@ -73,7 +79,7 @@ public final class Daemon: @unchecked Sendable {
     func publish(_ e: PlaybackEngine.Event) {
         let json: JSON
         switch e {
-        case .trackStarted(let t): json = .obj(("event", .string("track")), ("file", .string(t.path)), ("title", t.tags["title"].map(JSON.string)))
+        case .trackStarted(let t): json = .object([("event", .string("track")), ("file", .string(t.path))] + Self.metadata(t))
         case .trackEnded(let p): json = .obj(("event", .string("track_end")), ("file", .string(p)))
         case .stateChanged(let s): json = .obj(("event", .string("state")), ("state", .string(s.rawValue)))
         case .underruns(let n): json = .obj(("event", .string("underrun")), ("underruns", .int(n)))
@@ -119,6 +125,9 @@ public final class Daemon: @unchecked Sendable {
             case "seek": result = try seek(req)
             case "loop": result = try setLoop(req)
             case "direction": result = try setDirection(req)
+            case "volume": result = try setVolume(req)
+            case "mute": result = try setMute(req)
+            case "cover": result = try cover()
             case "subscribe":
                 client.subscribed = true
                 if let t = req["ticks"] {
@@ -228,6 +237,73 @@ public final class Daemon: @unchecked Sendable {
         return [("direction", .string(d.rawValue))]
     }
 
+    private func setVolume(_ req: JSON) throws -> [(String, JSON)] {
+        var level = engine.status().level
+        if let v = req["set"] {
+            guard let n = v.numberValue, n == n.rounded(), n >= 0, n <= 100 else {
+                throw RequestError(.invalidArgument, "\"set\" must be a whole number 0…100")
+            }
+            level.volume = Int(n)
+        } else if let v = req["change"] {
+            guard let n = v.numberValue, n == n.rounded(), abs(n) <= 100 else {
+                throw RequestError(.invalidArgument, "\"change\" must be a whole number −100…100")
+            }
+            level.volume = min(100, max(0, level.volume + Int(n)))
+        }
+        return try applyLevel(level)
+    }
+
+    private func setMute(_ req: JSON) throws -> [(String, JSON)] {
+        var level = engine.status().level
+        if let m = req["muted"], !m.isNull {
+            guard let b = m.boolValue else { throw RequestError(.badRequest, "\"muted\" must be true or false") }
+            level.muted = b
+        } else {
+            level.muted.toggle()
+        }
+        return try applyLevel(level)
+    }
+
+    private func applyLevel(_ level: LevelSettings) throws -> [(String, JSON)] {
+        let before = engine.status().level
+        engine.setLevel(level)
+        if before != level {
+            saveState()
+            server?.broadcast(.obj(("event", .string("volume")), ("volume", .int(Int64(level.volume))), ("muted", .bool(level.muted))))
+        }
+        return [("volume", .int(Int64(level.volume))), ("muted", .bool(level.muted))]
+    }
+
+    /// The current track's embedded cover art, Base64 in `data` (`cover` null when none).
+    private func cover() throws -> [(String, JSON)] {
+        let s = engine.status()
+        guard let t = s.track, s.state != .stopped else { throw RequestError(.notPlaying, "nothing is playing") }
+        guard let art = try AudioDecoder.coverArt(path: t.path) else { return [("cover", .null)] }
+        return [("cover", .obj(("mime", .string(art.mime)), ("size", .int(Int64(art.bytes.count))),
+                               ("data", .string(Base64.encode(art.bytes)))))]
+    }
+
+    /// Tags and stream facts of a track, for `status` and `track` events.
+    static func metadata(_ t: TrackInfo) -> [(String, JSON)] {
+        var m: [(String, JSON)] = []
+        func add(_ key: String, _ v: String?) { if let v { m.append((key, .string(v))) } }
+        func add(_ key: String, _ v: Int?) { if let v { m.append((key, .int(Int64(v)))) } }
+        add("title", t.title)
+        add("artist", t.artist)
+        add("album", t.album)
+        add("album_artist", t.albumArtist)
+        add("track", t.trackNumber)
+        add("disc", t.discNumber)
+        add("date", t.date)
+        add("genre", t.genre)
+        m += [("duration", t.durationSeconds.map(JSON.number) ?? .null),
+              ("codec", .string(t.codec)), ("sample_rate", .int(Int64(t.sampleRate))), ("channels", .int(Int64(t.channels)))]
+        add("bitrate", t.bitRate)
+        add("bit_depth", t.bitsPerSample)
+        m.append(("cover", t.cover.map { .obj(("mime", .string($0.mime)), ("size", .int(Int64($0.size)))) } ?? .null))
+        return m
+    }
+
     private func timeArgument(_ v: JSON, field: String) throws -> TimeArgument {
         let relative = v["relative"]?.boolValue ?? false
         if let s = v["seconds"]?.numberValue {
@@ -277,10 +353,8 @@ public final class Daemon: @unchecked Sendable {
                   ("position_frames", .int(s.positionFrames)),
                   ("duration_frames", t.durationFrames.map(JSON.int) ?? .null),
                   ("duration_is_estimate", .bool(t.durationIsEstimate)),
-                  ("sample_rate", .int(t.sampleRate)),
-                  ("channels", .int(t.channels)),
-                  ("codec", .string(t.codec))]
-            for tag in ["title", "artist", "album"] { if let v = t.tags[tag] { m.append((tag, .string(v))) } }
+]
+            m += Self.metadata(t).filter { $0.0 != "duration" }
             m.append(("loop", loopJSON(s) ?? .null))
         } else {
             m += [("file", .null), ("position", .number(0)), ("duration", .null), ("position_frames", .int(0)),
@@ -294,7 +368,12 @@ public final class Daemon: @unchecked Sendable {
         } else {
             m.append(("output", .null))
         }
-        m += [("volume", .int(100)), ("underruns", .int(s.underruns)), ("corrupt_packets", .int(s.corruptPackets)),
+        m += [("volume", .int(Int64(s.level.volume))), ("muted", .bool(s.level.muted)),
+              ("replay_gain", .obj(("mode", .string(s.level.replayGain.rawValue)),
+                                   ("applied_db", s.replayGainAppliedDB.map(JSON.number) ?? .null),
+                                   ("track_gain_db", s.replayGain.trackGainDB.map(JSON.number) ?? .null),
+                                   ("album_gain_db", s.replayGain.albumGainDB.map(JSON.number) ?? .null))),
+              ("underruns", .int(s.underruns)), ("corrupt_packets", .int(s.corruptPackets)),
               ("clients_dropped", .int(server?.droppedSlowClients.load(ordering: .relaxed) ?? 0))]
         if let ns = s.lastStartLatencyNanoseconds {
             // From the last play/seek request to its first frame written to the output.
@@ -311,7 +390,8 @@ public final class Daemon: @unchecked Sendable {
         var loop = s.loop
         if let c = s.loopRemaining { loop?.count = Int(c) }
         let state = SavedState(file: s.track?.path, positionFrames: s.positionFrames, sampleRate: s.track?.sampleRate,
-                               state: s.state.rawValue, loop: loop, direction: s.direction, volume: 100)
+                               state: s.state.rawValue, loop: loop, direction: s.direction,
+                               volume: s.level.volume, muted: s.level.muted)
         do {
             try StateStore.save(state, to: statePath)
         } catch {
@@ -329,6 +409,10 @@ public final class Daemon: @unchecked Sendable {
         }
         guard let st = saved else { return }
         engine.setDirection(st.direction)
+        var level = engine.status().level
+        level.volume = st.volume
+        level.muted = st.muted
+        engine.setLevel(level)
         guard let file = st.file, config.resume != "stopped", st.state != "stopped" else { return }
         do {
             try engine.play(path: file, from: st.positionFrames, paused: config.resume != "playing")

@@ -1,3 +1,4 @@
+import CoreStream
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -33,6 +34,14 @@ public struct DaemonConfig: Sendable, Equatable {
     public var resume = "paused"
     /// `log.level`: trace, debug, info, notice, warning, error, critical.
     public var logLevel = "info"
+    /// `volume.replaygain`: off, track, album or auto.
+    public var replayGain = "off"
+    /// `volume.replaygain_preamp`, dB added to the tags' gain (−15…15).
+    public var replayGainPreamp = 0.0
+    /// `volume.replaygain_missing_preamp`, dB for files without ReplayGain tags (−15…15).
+    public var replayGainMissingPreamp = 0.0
+    /// `volume.replaygain_limit`: keep the tagged peak from clipping.
+    public var replayGainLimit = true
 
     public init() {}
 
@@ -57,6 +66,16 @@ public struct DaemonConfig: Sendable, Equatable {
                 guard case .integer(let i) = e.value else { throw fail("expected an integer, got \(e.value.typeName)") }
                 guard range.contains(i) else { throw fail("\(i) is outside \(range.lowerBound)…\(range.upperBound)") }
                 return i
+            }
+            func decibels() throws(Error) -> Double {
+                let v: Double
+                switch e.value {
+                case .float(let d): v = d
+                case .integer(let i): v = Double(i)
+                default: throw fail("expected a number of dB, got \(e.value.typeName)")
+                }
+                guard v >= -15 && v <= 15 else { throw fail("\(v) dB is outside −15…15") }
+                return v
             }
             func strings() throws(Error) -> [String] {
                 guard case .array(let a) = e.value else { throw fail("expected an array of strings, got \(e.value.typeName)") }
@@ -86,6 +105,16 @@ public struct DaemonConfig: Sendable, Equatable {
                 let s = try string()
                 guard ["paused", "playing", "stopped"].contains(s) else { throw fail("'\(s)' must be paused, playing or stopped") }
                 resume = s
+            case "volume.replaygain":
+                let s = try string()
+                let modes = ReplayGainMode.allCases.map(\.rawValue)
+                guard modes.contains(s) else { throw fail("'\(s)' must be one of \(modes.joined(separator: ", "))") }
+                replayGain = s
+            case "volume.replaygain_preamp": replayGainPreamp = try decibels()
+            case "volume.replaygain_missing_preamp": replayGainMissingPreamp = try decibels()
+            case "volume.replaygain_limit":
+                guard case .bool(let b) = e.value else { throw fail("expected true or false, got \(e.value.typeName)") }
+                replayGainLimit = b
             case "log.level":
                 let s = try string()
                 guard Self.logLevels.contains(s) else { throw fail("'\(s)' must be one of \(Self.logLevels.joined(separator: ", "))") }

@@ -14,6 +14,7 @@ struct SavedState: Equatable {
     var loop: LoopRegion?
     var direction: PlayDirection = .forward
     var volume: Int
+    var muted = false
 
     var json: JSON {
         .obj(("version", .int(1)), ("file", file.map(JSON.string) ?? .null), ("position_frames", .int(positionFrames)),
@@ -21,7 +22,7 @@ struct SavedState: Equatable {
              ("loop", loop.map { .obj(("start_frames", .int($0.start)), ("end_frames", .int($0.end)),
                                       ("count", $0.count.map(JSON.int) ?? .null), ("ping_pong", .bool($0.pingPong))) } ?? .null),
              ("direction", .string(direction.rawValue)),
-             ("volume", .int(volume)))
+             ("volume", .int(volume)), ("muted", .bool(muted)))
     }
 }
 
@@ -72,6 +73,8 @@ enum StateStore {
         let direction = j["direction"]?.stringValue.flatMap(PlayDirection.init(rawValue:)) ?? .forward
         return SavedState(file: j["file"]?.stringValue, positionFrames: Int64(pos),
                           sampleRate: j["sample_rate"]?.numberValue.map { Int($0) }, state: state,
-                          loop: loop, direction: direction, volume: Int(j["volume"]?.numberValue ?? 100))
+                          loop: loop, direction: direction,
+                          volume: Int(min(100, max(0, j["volume"]?.numberValue ?? 100))),
+                          muted: j["muted"]?.boolValue ?? false)
     }
 }

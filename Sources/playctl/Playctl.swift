@@ -16,6 +16,7 @@ struct Playctl: ParsableCommand {
         """,
         version: "0.2.0",
         subcommands: [Play.self, Pause.self, Resume.self, Toggle.self, Stop.self, Seek.self, Loop.self, Direction.self,
+                      Volume.self, Mute.self, Unmute.self, Cover.self,
                       Status.self, Watch.self, Ping.self])
 }
 
@@ -176,6 +177,62 @@ struct Direction: ParsableCommand {
     }
 }
 
+struct Volume: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show or set the volume: 40, +5 or -5 (0–100, software, ramped).")
+    @OptionGroup var connection: Connection
+    // Captured unparsed so "-5" is a change, not an option.
+    @Argument(parsing: .allUnrecognized, help: "N, +N or -N; nothing to show it.") var value: [String] = []
+    func run() throws {
+        var fields: [(String, JSON)] = []
+        guard value.count <= 1 else { throw ValidationError("give one value: N, +N or -N") }
+        if let v = value.first {
+            guard let n = Int(v), (-100...100).contains(n) else { throw ValidationError("give 0…100, +N or -N") }
+            if v.hasPrefix("+") || v.hasPrefix("-") {
+                fields = [("change", .int(Int64(n)))]
+            } else {
+                fields = [("set", .int(Int64(n)))]
+            }
+        }
+        let r = try connection.send("volume", fields)
+        if !connection.json {
+            print("volume \(Int(r["volume"]?.numberValue ?? 0))" + (r["muted"]?.boolValue == true ? " (muted)" : ""))
+        }
+    }
+}
+
+struct Mute: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Mute, keeping the volume.")
+    @OptionGroup var connection: Connection
+    func run() throws { try connection.send("mute", [("muted", .bool(true))]) }
+}
+
+struct Unmute: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Unmute, back to the volume set.")
+    @OptionGroup var connection: Connection
+    func run() throws { try connection.send("mute", [("muted", .bool(false))]) }
+}
+
+struct Cover: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Save the current track's embedded cover art.")
+    @OptionGroup var connection: Connection
+    @Option(name: .long, help: "File to write (default: cover.jpg / cover.png by type).") var out: String?
+    func run() throws {
+        let r = try connection.send("cover")
+        if connection.json { return }
+        guard let c = r["cover"], !c.isNull, let data = c["data"]?.stringValue, let bytes = Base64.decode(data) else {
+            fail("the track has no embedded cover art", code: 1)
+        }
+        let mime = c["mime"]?.stringValue ?? ""
+        let path = out ?? (mime == "image/png" ? "cover.png" : "cover.jpg")
+        guard let f = fopen(path, "wb") else { fail("\(path): \(String(cString: strerror(errno)))", code: 1) }
+        let written = bytes.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, f) }
+        fclose(f)
+        guard written == bytes.count else { fail("\(path): short write", code: 1) }
+        print("\(path): \(mime), \(bytes.count) bytes")
+    }
+}
+
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Show what is playing.")
     @OptionGroup var connection: Connection
@@ -210,6 +267,16 @@ enum StatusView {
             lines.append(line)
         }
         if s["direction"]?.stringValue == "reverse" { lines.append("direction: reverse") }
+        if let a = s["album"]?.stringValue {
+            lines.append("album: \(a)" + (s["date"]?.stringValue.map { " (\($0))" } ?? ""))
+        }
+        if let v = s["volume"]?.numberValue {
+            var line = "volume: \(Int(v))" + (s["muted"]?.boolValue == true ? " (muted)" : "")
+            if let rg = s["replay_gain"], let db = rg["applied_db"]?.numberValue {
+                line += ", ReplayGain \(rg["mode"]?.stringValue ?? "") \(db >= 0 ? "+" : "")\((db * 100).rounded() / 100) dB"
+            }
+            lines.append(line)
+        }
         if let o = s["output"], !o.isNull {
             lines.append("output: \(o["device"]?.stringValue ?? "?") \(o["format"]?.stringValue ?? "") \(o["sample_rate"]?.numberValue.map { Int($0) } ?? 0) Hz")
         }
@@ -243,6 +310,7 @@ struct Watch: ParsableCommand {
         case "underrun": return "underruns: \(Int(e["underruns"]?.numberValue ?? 0))"
         case "loop_wrapped": return "loop pass \(Int(e["passes"]?.numberValue ?? 0))"
         case "direction": return "direction: \(e["direction"]?.stringValue ?? "?")"
+        case "volume": return "volume: \(Int(e["volume"]?.numberValue ?? 0))" + (e["muted"]?.boolValue == true ? " (muted)" : "")
         case "error": return "error: \(e["code"]?.stringValue ?? "?"): \(e["message"]?.stringValue ?? "")"
         default: return e.text
         }

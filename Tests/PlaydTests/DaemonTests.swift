@@ -228,6 +228,54 @@ struct DaemonTests {
         #expect(h.terminate().status == 0)
     }
 
+    /// Volume, mute, ReplayGain settings, metadata and cover art through playctl and the
+    /// protocol, the level heard in the capture, and volume/mute surviving a restart.
+    @Test func volumeMuteMetadataAndCover() throws {
+        let h = try DaemonHarness(extraConfig: "[volume]\nreplaygain = \"track\"\nreplaygain_preamp = -2.5")
+        try h.start()
+        let events = try LineClient(path: h.socket)
+        #expect(events.request(.obj(("id", .int(1)), ("cmd", .string("subscribe"))))?["ok"]?.boolValue == true)
+        var (st, out, err) = try h.playctl("volume", "40")
+        #expect(st == 0 && out == "volume 40\n", "\(out) \(err)")
+        (st, out, _) = try h.playctl("volume", "-15")
+        #expect(out == "volume 25\n")
+        (st, out, _) = try h.playctl("volume", "+200")
+        #expect(st != 0, "out of range is refused")
+        #expect(h.request("volume", ("set", .number(101)))?["error"]?["code"]?.stringValue == "invalid_argument")
+        (st, _, _) = try h.playctl("mute")
+        (st, out, _) = try h.playctl("volume")
+        #expect(out == "volume 25 (muted)\n")
+        (st, _, _) = try h.playctl("unmute")
+        var seen: [String] = []
+        while let line = events.readLine(timeoutMillis: 300), let e = try? JSON.parse(line) {
+            if e["event"]?.stringValue == "volume" { seen.append("\(Int(e["volume"]?.numberValue ?? -1))\(e["muted"]?.boolValue == true ? "m" : "")") }
+        }
+        #expect(seen == ["40", "25", "25m", "25"], "volume events: \(seen)")
+
+        (st, _, err) = try h.playctl("play", track.path)
+        #expect(st == 0, "\(err)")
+        let s = try #require(h.request("status"))
+        #expect(s["volume"]?.numberValue == 25 && s["muted"]?.boolValue == false)
+        #expect(s["replay_gain"]?["mode"]?.stringValue == "track")
+        #expect(s["replay_gain"]?["applied_db"]?.numberValue == 0, "untagged: the missing preamp (0 dB) applies, not the −2.5 dB preamp")
+        #expect(s["bit_depth"]?.numberValue == 16 && s["codec"]?.stringValue == "flac" && s["cover"]?.isNull == true)
+        #expect(h.request("cover")?["cover"]?.isNull == true)
+        #expect(h.waitFor { h.request("status")?["state"]?.stringValue == "stopped" })
+        #expect(h.terminate().status == 0)
+        // The level heard: 0.25³ (ReplayGain on, but the file is untagged and the missing
+        // preamp is 0 dB).
+        let cap = try WAVFile(path: h.capture)
+        let reference = try Reference.decode(track.path)
+        let g = Float(0.015625)
+        #expect(cap.samples.count == reference.count)
+        #expect(cap.samples.elementsEqual(reference.map { $0 * g }), "the capture is not the source × 0.25³")
+
+        try h.start()
+        let r = try #require(h.request("status"))
+        #expect(r["volume"]?.numberValue == 25 && r["muted"]?.boolValue == false)
+        #expect(h.terminate().status == 0)
+    }
+
     @Test func aCorruptStateFileIsReportedAndIgnored() throws {
         let h = try DaemonHarness()
         try "{ not json".write(toFile: h.stateFile, atomically: true, encoding: .utf8)

@@ -177,7 +177,7 @@ public final class AudioDecoder {
                          durationFrames: nil, durationIsEstimate: true,
                          bitRate: bitRate, bitsPerSample: bits,
                          preferredDeviceFormat: Self.deviceFormat(for: cc.pointee.sample_fmt),
-                         tags: Self.readTags(fmt, st))
+                         tags: Self.readTags(fmt, st), cover: Self.findCover(fmt)?.art)
 
         try configureResampler()
         let measured = try measure()
@@ -492,6 +492,39 @@ public final class AudioDecoder {
         let st = fmt.pointee.streams[0]!
         return st.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO
             && (st.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC) != 0
+    }
+
+    /// The first attached picture stream and its art description.
+    private static func findCover(_ fmt: UnsafeMutablePointer<AVFormatContext>) -> (stream: UnsafeMutablePointer<AVStream>, art: CoverArt)? {
+        for i in 0..<Int(fmt.pointee.nb_streams) {
+            let st = fmt.pointee.streams[i]!
+            guard (st.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC) != 0, st.pointee.attached_pic.size > 0 else { continue }
+            let mime: String
+            switch st.pointee.codecpar.pointee.codec_id {
+            case AV_CODEC_ID_MJPEG: mime = "image/jpeg"
+            case AV_CODEC_ID_PNG: mime = "image/png"
+            case AV_CODEC_ID_GIF: mime = "image/gif"
+            case AV_CODEC_ID_BMP: mime = "image/bmp"
+            case AV_CODEC_ID_WEBP: mime = "image/webp"
+            default: mime = "application/octet-stream"
+            }
+            return (st, CoverArt(mime: mime, size: Int(st.pointee.attached_pic.size)))
+        }
+        return nil
+    }
+
+    /// The embedded cover art's type and bytes, or nil when the file has none.
+    /// Opens the file on its own (call it on a control thread, not the reader's).
+    public static func coverArt(path: String) throws(StreamError) -> (mime: String, bytes: [UInt8])? {
+        _ = FFmpegCall.quietLogging
+        try FileCheck.validate(path)
+        var ctx: UnsafeMutablePointer<AVFormatContext>?
+        let ret = avformat_open_input(&ctx, path, nil, nil)
+        guard ret >= 0, let fmt = ctx else { throw FFmpegCall.error(.notAudio, file: path, call: "avformat_open_input", ret) }
+        defer { avformat_close_input(&ctx) }
+        guard let (st, art) = findCover(fmt) else { return nil }
+        let pkt = st.pointee.attached_pic
+        return (art.mime, Array(UnsafeBufferPointer(start: pkt.data, count: Int(pkt.size))))
     }
 
     private static func readTags(_ fmt: UnsafeMutablePointer<AVFormatContext>,

@@ -25,9 +25,39 @@ public struct TrackInfo: Sendable, Equatable {
     public var preferredDeviceFormat: DeviceSampleFormat
     /// Tags with lower-cased keys (`title`, `artist`, `album`, …), stream tags over container tags.
     public var tags: [String: String]
+    /// Embedded cover art (ID3 APIC, FLAC PICTURE, MP4 `covr`), if any: the bytes come
+    /// from ``AudioDecoder/coverArt(path:)`` on request.
+    public var cover: CoverArt?
+
+    /// Well-known tags under one name each, whatever the container called them.
+    public var title: String? { tags["title"] }
+    public var artist: String? { tags["artist"] }
+    public var album: String? { tags["album"] }
+    public var albumArtist: String? { tags["album_artist"] ?? tags["albumartist"] ?? tags["album artist"] }
+    /// "3" from "3/12".
+    public var trackNumber: Int? { Self.leadingNumber(tags["track"] ?? tags["tracknumber"]) }
+    public var discNumber: Int? { Self.leadingNumber(tags["disc"] ?? tags["discnumber"]) }
+    public var date: String? { tags["date"] ?? tags["year"] ?? tags["originaldate"] }
+    public var genre: String? { tags["genre"] }
+
+    static func leadingNumber(_ text: String?) -> Int? {
+        guard let t = text else { return nil }
+        let digits = t.drop { $0 == " " }.prefix { $0.isASCII && $0.isNumber }
+        return Int(digits)
+    }
 
     public var durationSeconds: Double? {
         durationFrames.map { FrameTime.seconds($0, rate: sampleRate) }
+    }
+}
+
+/// Embedded cover art: its type and size.
+public struct CoverArt: Sendable, Equatable {
+    public var mime: String
+    public var size: Int
+    public init(mime: String, size: Int) {
+        self.mime = mime
+        self.size = size
     }
 }
 

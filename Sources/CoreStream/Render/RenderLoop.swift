@@ -44,6 +44,12 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     private var gain: Float = 0
     private var gainTarget: Float = 1
     private var gainStep: Float
+    /// The output level (``RenderShared/level``) applied now, where it is going, and by
+    /// how much per frame: a linear ramp over `levelRampFrames` from wherever it was.
+    private var level: Float
+    private var levelTarget: Float
+    private var levelStep: Float = 0
+    private let levelRampFrames: Int
     private var ackedFlush: UInt64 = 0
     private var ackedSplice: UInt64 = 0
     /// Frames a splice leaves queued in the device: time for the reader to decode the
@@ -63,6 +69,9 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         period = format.periodFrames
         rampFrames = max(16, format.pcm.sampleRate / 200)  // 5 ms
         gainStep = 1 / Float(max(16, format.pcm.sampleRate / 200))
+        level = Float(bitPattern: shared.level.load(ordering: .relaxed))
+        levelTarget = level
+        levelRampFrames = max(16, format.pcm.sampleRate / 50)  // 20 ms
         // Two periods: one to write now, one in hand while the reader keeps ahead.
         startThreshold = min(2 * format.periodFrames, shared.ring.capacity - shared.ring.retain)
         mix = .allocate(capacity: period * channels)
@@ -130,6 +139,10 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         output.drop()
         shared.ring.discardAll()
         shared.markers.removeAll()
+        // The old audio is gone: a new stream starts at the level already set for it
+        // (a new track's ReplayGain), not with a ramp from the old one.
+        level = Float(bitPattern: shared.level.load(ordering: .relaxed))
+        levelTarget = level
         historyCount = 0
         pieceCount = 0
         gain = 0
@@ -396,18 +409,34 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
 
     // MARK: - Gain and conversion
 
+    /// Multiplies each frame by the transport ramp (pause, resume, seek) times the
+    /// output level, each moving linearly toward its target.
     @inline(__always)
     private mutating func applyGain(frames: Int) {
-        if gain == gainTarget && gain == 1 { return }
-        var g = gain
-        let target = gainTarget
-        let step = gainStep
+        let newLevel = Float(bitPattern: shared.level.load(ordering: .relaxed))
+        if newLevel != levelTarget {
+            levelTarget = newLevel
+            levelStep = abs(newLevel - level) / Float(levelRampFrames)
+        }
+        if gain == gainTarget && gain == 1 && level == levelTarget {
+            if level == 1 { return }
+            let n = frames * channels
+            let l = level
+            for i in 0..<n { mix[i] *= l }
+            return
+        }
+        var g = gain, l = level
+        let target = gainTarget, step = gainStep
+        let lTarget = levelTarget, lStep = levelStep
         for f in 0..<frames {
             if g < target { g = min(target, g + step) } else if g > target { g = max(target, g - step) }
+            if l < lTarget { l = min(lTarget, l + lStep) } else if l > lTarget { l = max(lTarget, l - lStep) }
+            let factor = g * l
             let base = mix + f * channels
-            for c in 0..<channels { base[c] *= g }
+            for c in 0..<channels { base[c] *= factor }
         }
         gain = g
+        level = l
     }
 
     @inline(__always)

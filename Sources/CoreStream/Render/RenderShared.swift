@@ -166,6 +166,10 @@ public final class RenderShared: @unchecked Sendable {
     /// The generation `endIndex` belongs to, so render can report the end of a stream
     /// it received no frame of. Written by the reader before `endIndex` (published by it).
     public let streamGeneration = Atomic<UInt64>(0)
+    /// The output level, a linear gain as `Float` bits (volume × ReplayGain; 0 muted).
+    /// Written by the control side (relaxed: a plain value); render reads it once per
+    /// period and ramps to it over 20 ms, so a change never steps.
+    public let level = Atomic<UInt32>(Float(1).bitPattern)
     /// Set by the control side to end the render thread.
     public let quit = Atomic<Bool>(false)
     /// Set by render (relaxed) while it waits for data, so the reader knows to wake it.

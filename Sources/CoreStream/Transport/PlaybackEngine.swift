@@ -75,6 +75,12 @@ public final class PlaybackEngine: @unchecked Sendable {
         public var loop: LoopRegion?
         /// Wraps heard since the region was set.
         public var loopPasses: Int64
+        /// Volume, mute and ReplayGain settings.
+        public var level: LevelSettings
+        /// The current track's ReplayGain tags, and the gain applied from them (dB; nil
+        /// when ReplayGain is off).
+        public var replayGain: ReplayGainInfo
+        public var replayGainAppliedDB: Double?
         /// Wraps left (nil: forever, or no loop).
         public var loopRemaining: Int64? {
             guard let l = loop, let c = l.count else { return nil }
@@ -110,6 +116,9 @@ public final class PlaybackEngine: @unchecked Sendable {
         var loop: LoopRegion?
         /// Counts `setLoop` calls, so pass counts heard are matched to the region set.
         var loopEpoch: UInt32 = 0
+        var level = LevelSettings()
+        /// The current track's ReplayGain tags.
+        var replayGain = ReplayGainInfo()
     }
     private let control = Mutex(Control())
 
@@ -186,6 +195,11 @@ public final class PlaybackEngine: @unchecked Sendable {
         var lostOutput = false
         defer { if lostOutput { onEvent(.stateChanged(.stopped)) } }
         try control.withLock { (c: inout Control) throws(StreamError) in
+            // The new track's level first, so a render thread started below begins at it.
+            let oldReplayGain = c.replayGain
+            c.replayGain = ReplayGainInfo(tags: decoder.info.tags)
+            applyLevel(c)
+            defer { if c.track?.path != path { c.replayGain = oldReplayGain; applyLevel(c) } }
             let wanted = PCMFormat(sampleRate: decoder.info.sampleRate, channels: decoder.info.channels)
             let width = decoder.info.preferredDeviceFormat
             if c.output == nil || c.requestedFormat != wanted || c.requestedSampleFormat != width {
@@ -294,6 +308,20 @@ public final class PlaybackEngine: @unchecked Sendable {
         }
     }
 
+    /// Sets volume, mute and ReplayGain. The render thread ramps to the new level over
+    /// 20 ms. Thread: any.
+    public func setLevel(_ settings: LevelSettings) {
+        control.withLock { c in
+            c.level = settings
+            applyLevel(c)
+        }
+    }
+
+    private func applyLevel(_ c: Control) {
+        shared.level.store(Loudness.level(c.level, replayGain: c.replayGain).bitPattern, ordering: .relaxed)
+        EventFD.signal(shared.renderWake)
+    }
+
     /// Waits until the reader thread has acted on every command sent before (a load, a
     /// seek, a loop or direction change has been spliced in). Tests use it to set up a
     /// paused stream deterministically. Thread: any but the reader.
@@ -339,7 +367,9 @@ public final class PlaybackEngine: @unchecked Sendable {
                           deviceXruns: shared.deviceXruns.load(ordering: .relaxed),
                           corruptPackets: c.corruptPackets,
                           lastStartLatencyNanoseconds: latency,
-                          direction: direction, loop: c.loop, loopPasses: c.loop == nil ? 0 : passes)
+                          direction: direction, loop: c.loop, loopPasses: c.loop == nil ? 0 : passes,
+                          level: c.level, replayGain: c.replayGain,
+                          replayGainAppliedDB: Loudness.replayGain(c.replayGain, c.level).db)
         }
     }
 

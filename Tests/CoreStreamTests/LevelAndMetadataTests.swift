@@ -1,0 +1,172 @@
+import Foundation
+import Testing
+import CoreStream
+import CoreStreamTestSupport
+
+@Suite("Volume and ReplayGain arithmetic")
+struct LoudnessTests {
+    @Test(arguments: [(100, 1.0), (0, 0.0), (50, 0.125), (40, 0.064), (150, 1.0), (-5, 0.0)])
+    func volumeIsCubic(_ volume: Int, _ expected: Double) {
+        #expect(abs(Loudness.volumeGain(volume) - expected) < 1e-12)
+    }
+
+    static let tagged = ReplayGainInfo(trackGainDB: -6, trackPeak: 0.5, albumGainDB: -3, albumPeak: 0.9)
+
+    /// (mode, preamp, limit, info, expected dB). Expected values worked out by hand:
+    /// the limit is −20·log10(peak): 6.0206 dB for 0.5, 0.9151 dB for 0.9.
+    static let cases: [(ReplayGainMode, Double, Bool, ReplayGainInfo, Double?)] = [
+        (.off, 0, true, tagged, nil),
+        (.track, 0, true, tagged, -6),
+        (.album, 0, true, tagged, -3),
+        (.auto, 0, true, tagged, -3),
+        (.track, 3, true, tagged, -3),
+        (.album, 6, true, tagged, 0.915149811),          // +3 dB limited by the album peak 0.9
+        (.album, 6, false, tagged, 3),
+        (.track, 15, true, tagged, 6.020599913),         // +9 dB limited by the track peak 0.5
+        (.track, 0, true, ReplayGainInfo(albumGainDB: -4), -4),   // no track gain: the album's
+        (.album, 0, true, ReplayGainInfo(trackGainDB: -2), -2),
+        (.track, 0, true, ReplayGainInfo(), -1.5),       // untagged: the missing preamp
+    ]
+
+    @Test(arguments: cases)
+    func replayGainChoosesAndLimits(_ mode: ReplayGainMode, _ preamp: Double, _ limit: Bool,
+                                    _ info: ReplayGainInfo, _ expected: Double?) {
+        var s = LevelSettings()
+        s.replayGain = mode
+        s.preampDB = preamp
+        s.preventClipping = limit
+        s.missingPreampDB = -1.5
+        let (factor, db) = Loudness.replayGain(info, s)
+        if let e = expected {
+            #expect(abs(db! - e) < 1e-6, "dB \(String(describing: db)) vs \(e)")
+            #expect(abs(factor - pow(10, e / 20)) < 1e-9)
+        } else {
+            #expect(db == nil && factor == 1)
+        }
+    }
+
+    @Test func tagsParseWithAndWithoutUnits() {
+        let info = ReplayGainInfo(tags: ["replaygain_track_gain": "-7.89 dB", "replaygain_track_peak": "0.988",
+                                         "replaygain_album_gain": "+1.5dB", "replaygain_album_peak": "junk"])
+        #expect(info == ReplayGainInfo(trackGainDB: -7.89, trackPeak: 0.988, albumGainDB: 1.5, albumPeak: nil))
+    }
+
+    @Test func muteIsSilenceAndKeepsTheVolume() {
+        var s = LevelSettings()
+        s.volume = 70
+        s.muted = true
+        #expect(Loudness.level(s, replayGain: ReplayGainInfo()) == 0)
+        s.muted = false
+        #expect(Loudness.level(s, replayGain: ReplayGainInfo()) == Float(0.343))
+    }
+}
+
+/// The level as it comes out of the engine, and tags as FFmpeg reads them, against
+/// files and gains made with the ffmpeg CLI.
+@Suite("Volume, ReplayGain and metadata through the engine", .serialized)
+struct LevelCaptureTests {
+    let fixture = Fixtures.named("flac-44100-2.flac")
+
+    /// A copy of `source` with `metadata` written by the ffmpeg CLI.
+    static func tagged(_ source: String, _ name: String, _ arguments: [String]) throws -> String {
+        let dir = NSTemporaryDirectory() + "playd-tagged-\(getpid())"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let out = dir + "/" + name
+        let r = try Shell.run(["ffmpeg", "-nostdin", "-v", "error", "-y"] + arguments.map { $0 == "SRC" ? source : $0 } + [out])
+        guard r.status == 0 else { throw FixtureError("ffmpeg tagging failed: \(r.stderr)") }
+        return out
+    }
+
+    func playUnpaced(_ path: String, _ level: LevelSettings) throws -> WAVFile {
+        let h = EngineHarness(paced: false)
+        h.engine.setLevel(level)
+        try h.engine.play(path: path)
+        #expect(h.waitForEnd())
+        return try h.finishCapture()
+    }
+
+    @Test(arguments: [40, 73, 0])
+    func volumeIsTheExactGain(_ volume: Int) throws {
+        var level = LevelSettings()
+        level.volume = volume
+        let cap = try playUnpaced(fixture.path, level)
+        let reference = try Reference.decode(fixture.path)
+        let g = Float(pow(Double(volume) / 100, 3))
+        #expect(cap.samples.count == reference.count)
+        #expect(cap.samples.elementsEqual(reference.map { $0 * g }), "capture is not the source × \(g)")
+    }
+
+    @Test func replayGainFromTagsIsApplied() throws {
+        let path = try Self.tagged(fixture.path, "rg.flac", ["-i", "SRC", "-c", "copy",
+            "-metadata", "REPLAYGAIN_TRACK_GAIN=-6.00 dB", "-metadata", "REPLAYGAIN_TRACK_PEAK=0.5"])
+        var level = LevelSettings()
+        level.replayGain = .track
+        level.volume = 50
+        let cap = try playUnpaced(path, level)
+        let reference = try Reference.decode(path)
+        let g = pow(10, -6.0 / 20) * 0.125
+        #expect(cap.samples.count == reference.count)
+        let worst = zip(cap.samples, reference).map { abs(Double($0) - Double($1) * g) }.max() ?? 1
+        #expect(worst < 1e-6, "capture differs from source × \(g) by \(worst)")
+    }
+
+    /// A volume change while playing ramps over 20 ms: no per-frame step larger than the
+    /// ramp allows, and exactly the new gain after it.
+    @Test func volumeChangesRampWithoutSteps() throws {
+        let h = EngineHarness(paced: true)
+        try h.engine.play(path: fixture.path)
+        usleep(800_000)
+        var level = LevelSettings()
+        level.volume = 20
+        h.engine.setLevel(level)
+        #expect(h.waitForEnd())
+        let cap = try h.finishCapture()
+        let reference = try Reference.decode(fixture.path)
+        #expect(cap.samples.count == reference.count)
+        // Per-frame gain on the right (chirp, amplitude 0.5) channel, where the signal
+        // is big enough for the ratio to be exact.
+        var gains: [(frame: Int, gain: Double)] = []
+        for f in 0..<cap.frames where abs(reference[2 * f + 1]) > 0.1 {
+            gains.append((f, Double(cap.samples[2 * f + 1]) / Double(reference[2 * f + 1])))
+        }
+        let target = 0.008
+        let start = try #require(gains.firstIndex { abs($0.gain - 1) > 1e-6 }, "the volume never changed")
+        let end = try #require(gains.firstIndex { abs($0.gain - target) < 1e-6 }, "never reached 0.2³")
+        let rampFrames = 44100 / 50
+        #expect(gains[end].frame - gains[start].frame <= rampFrames + 1, "ramp took \(gains[end].frame - gains[start].frame) frames")
+        let maxStep = (1 - target) / Double(rampFrames)
+        for i in (start + 1)..<end {
+            let slope = (gains[i - 1].gain - gains[i].gain) / Double(gains[i].frame - gains[i - 1].frame)
+            #expect(slope <= maxStep * 1.001 + 1e-6, "gain fell \(slope) per frame at \(gains[i].frame)")
+        }
+        #expect(gains[end...].allSatisfy { abs($0.gain - target) < 1e-6 }, "gain after the ramp is not 0.2³")
+    }
+
+    @Test func tagsAndCoverArt() throws {
+        let dir = NSTemporaryDirectory() + "playd-tagged-\(getpid())"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let png = dir + "/cover.png"
+        let made = try Shell.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "color=c=red:s=32x32:d=1",
+                                  "-frames:v", "1", png])
+        try #require(made.status == 0)
+        let mp3 = try Self.tagged(Fixtures.named("mp3cbr-44100-2.mp3").path, "tagged.mp3", [
+            "-i", "SRC", "-i", png, "-map", "0:a", "-map", "1", "-c", "copy", "-id3v2_version", "3",
+            "-disposition:v", "attached_pic",
+            "-metadata", "title=Song", "-metadata", "artist=Band", "-metadata", "album=Record",
+            "-metadata", "album_artist=Various", "-metadata", "track=3/12", "-metadata", "disc=2/2",
+            "-metadata", "date=1999", "-metadata", "genre=Ambient"])
+        let info = try AudioDecoder(path: mp3).info
+        #expect(info.title == "Song" && info.artist == "Band" && info.album == "Record")
+        #expect(info.albumArtist == "Various")
+        #expect(info.trackNumber == 3 && info.discNumber == 2)
+        #expect(info.date == "1999" && info.genre == "Ambient")
+        #expect(info.bitRate == 192_000)
+        let pngBytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: png)))
+        #expect(info.cover == CoverArt(mime: "image/png", size: pngBytes.count))
+        let art = try #require(try AudioDecoder.coverArt(path: mp3))
+        #expect(art.mime == "image/png" && art.bytes == pngBytes)
+        #expect(try AudioDecoder.coverArt(path: fixture.path) == nil)
+        let flacInfo = try AudioDecoder(path: fixture.path).info
+        #expect(flacInfo.bitsPerSample == 16 && flacInfo.cover == nil)
+    }
+}
