@@ -28,7 +28,7 @@ public final class AudioDecoder {
     private let packet: UnsafeMutablePointer<AVPacket>
     private let frame: UnsafeMutablePointer<AVFrame>
     private var resampler: OpaquePointer?
-    private let stream: UnsafeMutablePointer<AVStream>
+    private var stream: UnsafeMutablePointer<AVStream>
     private let streamIndex: Int32
     private let timeBase: AVRational
     private let rate: Int
@@ -576,7 +576,7 @@ public final class AudioDecoder {
     ///
     /// Thread: the decoder's owner. Real-time safe: no.
     public func seek(to target: Int64) throws(StreamError) {
-        guard let fmt = formatContext, let cc = codecContext else { return }
+        guard formatContext != nil, codecContext != nil else { return }
         let target = max(0, endLimit.map { min(target, $0) } ?? target)
         if positionedBySeek && target == position { return }
         defer { positionedBySeek = true }
@@ -585,11 +585,18 @@ public final class AudioDecoder {
         while true {
             attempts += 1
             let seekFrame = max(0, target - preroll)
-            var ts = timestampForIndex(seekFrame)
-            if seekFrame == 0 { ts = min(originPTS, firstPacketPTS ?? originPTS) }
-            var ret = avformat_seek_file(fmt, streamIndex, Int64.min, ts, ts, 0)
-            if ret < 0 {
-                ret = av_seek_frame(fmt, streamIndex, ts, AVSEEK_FLAG_BACKWARD)
+            let ts = timestampForIndex(seekFrame)
+            var ret: Int32 = 0
+            if seekFrame == 0 {
+                // From the very start, read the file afresh rather than seek: after an Ogg
+                // seek to the start, Vorbis frames come out in other sizes and with other
+                // timestamps than in the straight decode that defined frame 0.
+                try restartFromBeginning()
+            } else {
+                ret = avformat_seek_file(formatContext, streamIndex, Int64.min, ts, ts, 0)
+                if ret < 0 {
+                    ret = av_seek_frame(formatContext, streamIndex, ts, AVSEEK_FLAG_BACKWARD)
+                }
             }
             if ret < 0 {
                 // Some demuxers refuse targets in the last frames (FLAC without a seek
@@ -600,7 +607,7 @@ public final class AudioDecoder {
                 }
                 throw FFmpegCall.error(.ioError, file: info.path, call: "avformat_seek_file", ret)
             }
-            avcodec_flush_buffers(cc)
+            if let c = codecContext { avcodec_flush_buffers(c) }
             pendingCount = 0
             pendingOffset = 0
             nextIndexHint = nil
@@ -655,6 +662,26 @@ public final class AudioDecoder {
             back *= 2
             from = max(0, from - back)
         }
+    }
+
+    /// Opens the file and the codec again, so decoding restarts exactly as the straight
+    /// decode from the first packet.
+    private func restartFromBeginning() throws(StreamError) {
+        var ctx: UnsafeMutablePointer<AVFormatContext>?
+        var ret = avformat_open_input(&ctx, info.path, nil, nil)
+        guard ret >= 0, let fmt = ctx else {
+            throw FFmpegCall.error(.ioError, file: info.path, call: "avformat_open_input", ret)
+        }
+        ret = avformat_find_stream_info(fmt, nil)
+        guard ret >= 0, Int(streamIndex) < Int(fmt.pointee.nb_streams) else {
+            avformat_close_input(&ctx)
+            throw FFmpegCall.error(.ioError, file: info.path, call: "avformat_find_stream_info", min(ret, -1))
+        }
+        var old = formatContext
+        avformat_close_input(&old)
+        formatContext = fmt
+        stream = fmt.pointee.streams[Int(streamIndex)]!
+        try reopenCodec()
     }
 
     // MARK: - Measuring

@@ -93,8 +93,12 @@ public enum Loudness {
 
     /// What the render thread multiplies every sample by.
     public static func level(_ settings: LevelSettings, replayGain info: ReplayGainInfo) -> Float {
-        if settings.muted { return 0 }
-        return Float(volumeGain(settings.volume) * replayGain(info, settings).factor)
+        volumeLevel(settings) * Float(replayGain(info, settings).factor)
+    }
+
+    /// The volume part of the level: 0 when muted.
+    public static func volumeLevel(_ settings: LevelSettings) -> Float {
+        settings.muted ? 0 : Float(volumeGain(settings.volume))
     }
 
     private static func pow10(_ x: Double) -> Double { exp(x * 2.302585092994046) }

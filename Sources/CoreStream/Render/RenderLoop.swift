@@ -50,6 +50,8 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     private var levelTarget: Float
     private var levelStep: Float = 0
     private let levelRampFrames: Int
+    /// Set by a flush: the next stream starts at its level, without a ramp.
+    private var snapLevel = true
     private var ackedFlush: UInt64 = 0
     private var ackedSplice: UInt64 = 0
     /// Frames a splice leaves queued in the device: time for the reader to decode the
@@ -69,8 +71,8 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         period = format.periodFrames
         rampFrames = max(16, format.pcm.sampleRate / 200)  // 5 ms
         gainStep = 1 / Float(max(16, format.pcm.sampleRate / 200))
-        level = Float(bitPattern: shared.level.load(ordering: .relaxed))
-        levelTarget = level
+        level = 1
+        levelTarget = 1
         levelRampFrames = max(16, format.pcm.sampleRate / 50)  // 20 ms
         // Two periods: one to write now, one in hand while the reader keeps ahead.
         startThreshold = min(2 * format.periodFrames, shared.ring.capacity - shared.ring.retain)
@@ -141,8 +143,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         shared.markers.removeAll()
         // The old audio is gone: a new stream starts at the level already set for it
         // (a new track's ReplayGain), not with a ramp from the old one.
-        level = Float(bitPattern: shared.level.load(ordering: .relaxed))
-        levelTarget = level
+        snapLevel = true
         historyCount = 0
         pieceCount = 0
         gain = 0
@@ -413,8 +414,14 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     /// output level, each moving linearly toward its target.
     @inline(__always)
     private mutating func applyGain(frames: Int) {
-        let newLevel = Float(bitPattern: shared.level.load(ordering: .relaxed))
-        if newLevel != levelTarget {
+        let rg = generation == shared.nextGeneration.load(ordering: .relaxed)
+            ? shared.nextReplayGain.load(ordering: .relaxed) : shared.replayGain.load(ordering: .relaxed)
+        let newLevel = Float(bitPattern: shared.level.load(ordering: .relaxed)) * Float(bitPattern: rg)
+        if snapLevel {
+            snapLevel = false
+            level = newLevel
+            levelTarget = newLevel
+        } else if newLevel != levelTarget {
             levelTarget = newLevel
             levelStep = abs(newLevel - level) / Float(levelRampFrames)
         }

@@ -166,10 +166,16 @@ public final class RenderShared: @unchecked Sendable {
     /// The generation `endIndex` belongs to, so render can report the end of a stream
     /// it received no frame of. Written by the reader before `endIndex` (published by it).
     public let streamGeneration = Atomic<UInt64>(0)
-    /// The output level, a linear gain as `Float` bits (volume × ReplayGain; 0 muted).
-    /// Written by the control side (relaxed: a plain value); render reads it once per
-    /// period and ramps to it over 20 ms, so a change never steps.
+    /// The output level is `level` × the ReplayGain of the stream playing: `replayGain`,
+    /// or `nextReplayGain` once render plays frames of generation `nextGeneration` (a
+    /// track queued to follow without a gap, until the control side promotes it).
+    /// Linear gains as `Float` bits. All written by the control side (relaxed: plain
+    /// values); render reads them once per period and ramps to their product over 20 ms,
+    /// so a change never steps (after a flush it starts at the new level at once).
     public let level = Atomic<UInt32>(Float(1).bitPattern)
+    public let replayGain = Atomic<UInt32>(Float(1).bitPattern)
+    public let nextReplayGain = Atomic<UInt32>(Float(1).bitPattern)
+    public let nextGeneration = Atomic<UInt64>(UInt64.max)
     /// Set by the control side to end the render thread.
     public let quit = Atomic<Bool>(false)
     /// Set by render (relaxed) while it waits for data, so the reader knows to wake it.

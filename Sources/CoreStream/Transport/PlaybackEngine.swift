@@ -35,7 +35,14 @@ public final class PlaybackEngine: @unchecked Sendable {
         /// 32 Ki frames is 0.68 s at 48 kHz on top of the device's own buffer; the whole
         /// ring is 64 Ki frames, 512 KiB of float stereo.
         public var ringFrames: Int = 32 * 1024
+        /// A queued next track in another rate or channel count: resample it to the
+        /// running format (gapless), or let it start after the device reopens (a gap).
+        public var formatChange: FormatChange = .resample
         public init() {}
+    }
+
+    public enum FormatChange: String, Sendable, CaseIterable {
+        case resample, reopen
     }
 
     public enum Event: Sendable {
@@ -100,7 +107,14 @@ public final class PlaybackEngine: @unchecked Sendable {
     private struct Control {
         var transport = Transport()
         var track: TrackInfo?
+        /// The stream being heard: a track from a play, or a seek in it. Generations
+        /// only need to be unique (a queued next track has its own, taken earlier).
         var generation: UInt64 = 0
+        private var lastGeneration: UInt64 = 0
+        mutating func newGeneration() { generation = allocateGeneration() }
+        mutating func allocateGeneration() -> UInt64 { lastGeneration += 1; return lastGeneration }
+        /// The track queued to follow without a gap, and the generation its frames carry.
+        var next: (generation: UInt64, info: TrackInfo)?
         /// The position to report until the render thread has played a frame of `generation`.
         var pendingPosition: Int64 = 0
         var negotiated: NegotiatedFormat?
@@ -127,6 +141,7 @@ public final class PlaybackEngine: @unchecked Sendable {
         case load(Handoff<AudioDecoder>, start: Int64, direction: PlayDirection, generation: UInt64)
         case seek(Int64, generation: UInt64)
         case edit(Edit)
+        case next(Handoff<AudioDecoder>?, generation: UInt64)
         case stop(generation: UInt64)
         case detach(Handoff<Semaphore>)
         case barrier(Handoff<Semaphore>)
@@ -211,7 +226,7 @@ public final class PlaybackEngine: @unchecked Sendable {
                     lostOutput = c.transport.state != .stopped
                     c.transport = Transport()
                     c.track = nil
-                    c.generation += 1
+                    c.newGeneration()
                     c.pendingPosition = 0
                     shared.wantPlaying.store(false, ordering: .relaxed)
                     throw error
@@ -219,10 +234,11 @@ public final class PlaybackEngine: @unchecked Sendable {
             }
             try decoder.setOutputFormat(c.negotiated!.pcm)
             let start = requested ?? (c.direction == .reverse ? fromEnd : 0)
-            c.generation += 1
+            c.newGeneration()
             c.requestedAt = monotonicNanoseconds()
             c.track = decoder.info
             c.loop = nil
+            c.next = nil
             c.pendingPosition = start
             c.corruptPackets = 0
             _ = c.transport.on(.play)
@@ -263,7 +279,7 @@ public final class PlaybackEngine: @unchecked Sendable {
             guard frame >= 0, track.durationIsEstimate || frame <= end else {
                 throw StreamError(.invalidArgument, "\(track.path): seek to frame \(frame) is outside 0…\(end)")
             }
-            c.generation += 1
+            c.newGeneration()
             c.pendingPosition = frame
             c.requestedAt = monotonicNanoseconds()
             send(.seek(frame, generation: c.generation))
@@ -318,9 +334,56 @@ public final class PlaybackEngine: @unchecked Sendable {
     }
 
     private func applyLevel(_ c: Control) {
-        shared.level.store(Loudness.level(c.level, replayGain: c.replayGain).bitPattern, ordering: .relaxed)
+        shared.level.store(Loudness.volumeLevel(c.level).bitPattern, ordering: .relaxed)
+        shared.replayGain.store(Float(Loudness.replayGain(c.replayGain, c.level).factor).bitPattern, ordering: .relaxed)
+        if let n = c.next {
+            let rg = Loudness.replayGain(ReplayGainInfo(tags: n.info.tags), c.level).factor
+            shared.nextReplayGain.store(Float(rg).bitPattern, ordering: .relaxed)
+            shared.nextGeneration.store(n.generation, ordering: .relaxed)
+        } else {
+            shared.nextGeneration.store(UInt64.max, ordering: .relaxed)
+        }
         EventFD.signal(shared.renderWake)
     }
+
+    /// Queues `path` to follow the current track with no gap: the reader decodes it into
+    /// the same ring when the current one ends, and `status` and events switch to it at
+    /// the frame where it is heard. A file in another rate or channel count is resampled
+    /// to the running format, unless the configuration says `reopen`: then nothing is
+    /// queued (returns false) and the caller plays it when this track ends. nil clears.
+    /// Opens the file on the caller's thread: a bad file throws and changes nothing.
+    @discardableResult
+    public func setNext(path: String?) throws(StreamError) -> Bool {
+        guard let path else {
+            control.withLock { c in
+                c.next = nil
+                applyLevel(c)
+                send(.next(nil, generation: 0))
+            }
+            return false
+        }
+        let decoder = try AudioDecoder(path: path)
+        return try control.withLock { (c: inout Control) throws(StreamError) -> Bool in
+            guard c.track != nil, c.transport.state != .stopped, let out = c.negotiated else {
+                throw StreamError(.invalidArgument, "nothing is playing for \(path) to follow")
+            }
+            let natural = PCMFormat(sampleRate: decoder.info.sampleRate, channels: decoder.info.channels)
+            if natural != out.pcm && configuration.formatChange == .reopen {
+                c.next = nil
+                applyLevel(c)
+                send(.next(nil, generation: 0))
+                return false
+            }
+            try decoder.setOutputFormat(out.pcm)
+            c.next = (c.allocateGeneration(), decoder.info)
+            applyLevel(c)
+            send(.next(Handoff(decoder), generation: c.next!.generation))
+            return true
+        }
+    }
+
+    /// The track queued by ``setNext(path:)`` and not yet heard.
+    public var queuedNext: TrackInfo? { control.withLock { $0.next?.info } }
 
     /// Waits until the reader thread has acted on every command sent before (a load, a
     /// seek, a loop or direction change has been spliced in). Tests use it to set up a
@@ -338,7 +401,9 @@ public final class PlaybackEngine: @unchecked Sendable {
             let direction = c.direction
             var passes: Int64 = 0
             let heard = shared.readPosition()
-            if heard.generation == c.generation, let track = c.track, let out = c.negotiated {
+            var current = (generation: c.generation, track: c.track)
+            if let n = c.next, heard.generation == n.generation { current = (n.generation, n.info) }
+            if heard.generation == current.generation, let track = current.track, let out = c.negotiated {
                 position = heard.frame
                 passes = heard.loopEpoch == c.loopEpoch ? heard.pass : 0
                 if heard.advancing && c.transport.state == .playing && !heard.pingPong {
@@ -361,7 +426,7 @@ public final class PlaybackEngine: @unchecked Sendable {
             if shared.firstWrittenGeneration.load(ordering: .acquiring) == c.generation {
                 latency = shared.firstWrittenTime.load(ordering: .relaxed) &- c.requestedAt
             }
-            return Status(state: c.transport.state, track: c.track, positionFrames: position,
+            return Status(state: c.transport.state, track: current.track, positionFrames: position,
                           output: c.negotiated,
                           underruns: shared.underruns.load(ordering: .relaxed),
                           deviceXruns: shared.deviceXruns.load(ordering: .relaxed),
@@ -406,7 +471,7 @@ public final class PlaybackEngine: @unchecked Sendable {
                 EventFD.signal(shared.renderWake)
             case .unload:
                 shared.wantPlaying.store(false, ordering: .relaxed)
-                c.generation += 1
+                c.newGeneration()
                 c.track = nil
                 c.loop = nil
                 c.pendingPosition = 0
@@ -523,6 +588,11 @@ public final class PlaybackEngine: @unchecked Sendable {
         let cacheFrames = 32 * 1024
 
         var decoder: AudioDecoder?
+        /// The track to follow without a gap, and its generation.
+        var next: (decoder: AudioDecoder, generation: UInt64)?
+        /// The track the reader left for `next`, until the control side hears the switch
+        /// (a seek before that is a seek in it).
+        var previous: (decoder: AudioDecoder, generation: UInt64)?
         /// Counts loads, so the cache knows which decoder it holds.
         var decoderSerial = 0
         var generation: UInt64 = 0
@@ -618,6 +688,8 @@ public final class PlaybackEngine: @unchecked Sendable {
                     done.value.signal()
                 case .stop(let generation):
                     r.generation = generation
+                    r.next = nil
+                    r.previous = nil
                     r.decoder = nil
                     r.head = nil
                     r.finished = true
@@ -630,10 +702,22 @@ public final class PlaybackEngine: @unchecked Sendable {
                     r.decoder = decoder
                     r.decoderSerial += 1
                     r.reportedPass = 0
+                    r.next = nil
+                    r.previous = nil
                     reposition(r, to: start, loop: nil)
                 case .seek(let frame, let generation):
+                    if let p = r.previous, let current = r.decoder {
+                        // Switched to the next track but it is not heard yet: the seek
+                        // is in the track being heard. Go back; the next follows again.
+                        r.next = (current, r.generation)
+                        r.decoder = p.decoder
+                        r.decoderSerial += 1
+                        r.previous = nil
+                    }
                     r.generation = generation
                     reposition(r, to: frame, loop: r.head?.loop)
+                case .next(let handoff, let generation):
+                    r.next = handoff.map { ($0.value, generation) }
                 case .edit:
                     break
                 }
@@ -647,7 +731,8 @@ public final class PlaybackEngine: @unchecked Sendable {
             let full = r.shared.ring.writableFrames < r.chunk
             if full || r.finished || r.decoder == nil {
                 let looping = r.head?.loop.map { l in l.count.map { r.reportedPass < Int64($0) } ?? true } ?? false
-                EventFD.wait(r.shared.readerWake, timeoutNanoseconds: looping ? 50_000_000 : 1_000_000_000)
+                let switching = r.previous != nil  // events at the frame the next track is heard
+                EventFD.wait(r.shared.readerWake, timeoutNanoseconds: looping || switching ? 50_000_000 : 1_000_000_000)
             }
         }
     }
@@ -762,6 +847,7 @@ public final class PlaybackEngine: @unchecked Sendable {
             if r.shared.ring.writableFrames < r.chunk { break }
             do {
                 if try !produce(r) {
+                    if switchToNext(r) { continue }
                     finish(r)
                     return
                 }
@@ -773,6 +859,26 @@ public final class PlaybackEngine: @unchecked Sendable {
             }
         }
         if r.shared.starving.load(ordering: .relaxed) { EventFD.signal(r.shared.renderWake) }
+    }
+
+    /// At the end of a track played forward, goes on with the queued next one in the
+    /// same ring: its first step carries a marker of its own generation, which is how
+    /// render and the control side know where it starts. Returns whether it did.
+    private func switchToNext(_ r: ReaderState) -> Bool {
+        guard let n = r.next, let old = r.decoder, r.head?.direction == .forward else { return false }
+        r.previous = (old, r.generation)
+        r.decoder = n.decoder
+        r.generation = n.generation
+        r.decoderSerial += 1
+        r.next = nil
+        let info = n.decoder.info
+        let head = Playhead(position: 0, length: info.durationIsEstimate ? nil : info.durationFrames)
+        r.head = head
+        r.firstStep = true
+        r.reportedPass = 0
+        r.spliceBase = (r.shared.ring.producerIndex, head, [], false)
+        logger.debug("next track decoding", metadata: ["track.path": "\(info.path)"])
+        return true
     }
 
     /// Writes what is pending into the ring, its marker first. Returns true when all of
@@ -877,6 +983,28 @@ public final class PlaybackEngine: @unchecked Sendable {
 
     /// Turns the render thread's counters into events (never from the render thread).
     private func report(_ r: ReaderState) {
+        if r.previous != nil, r.shared.readPosition().generation == r.generation {
+            // The next track is being heard: it is the current one now.
+            r.previous = nil
+            let change: (ended: String, started: TrackInfo)? = control.withLock { c in
+                guard let n = c.next, n.generation == r.generation, let old = c.track else { return nil }
+                c.track = n.info
+                c.generation = n.generation
+                c.next = nil
+                c.loop = nil
+                c.corruptPackets = 0
+                c.pendingPosition = 0
+                c.replayGain = ReplayGainInfo(tags: n.info.tags)
+                applyLevel(c)
+                return (old.path, n.info)
+            }
+            if let (ended, started) = change {
+                logger.info("track ended", metadata: ["track.path": "\(ended)"])
+                onEvent(.trackEnded(path: ended))
+                logger.info("playing", metadata: ["track.path": "\(started.path)", "gapless": "true"])
+                onEvent(.trackStarted(started))
+            }
+        }
         let heard = r.shared.readPosition()
         if heard.generation == r.generation, heard.loopEpoch == r.loopEpoch, heard.pass != r.reportedPass {
             let wrapped = heard.pass > r.reportedPass
@@ -892,6 +1020,7 @@ public final class PlaybackEngine: @unchecked Sendable {
             let path: String? = control.withLock { c in
                 guard ended == c.generation, c.transport.state != .stopped else { return nil }
                 _ = c.transport.on(.ended)
+                c.next = nil
                 let p = c.track?.path
                 c.pendingPosition = c.direction == .reverse ? 0 : c.track?.durationFrames ?? c.pendingPosition
                 c.loop = nil
