@@ -29,6 +29,8 @@ public final class ControlServer: @unchecked Sendable {
     private let wakeFD: Int32
     private let stopping = Atomic<Bool>(false)
     private let outbox = Mutex<[String]>([])
+    /// Work handed to the control thread from other threads (`post`).
+    private let posted = Mutex<[@Sendable () -> Void]>([])
 
     /// Handles one request line; returns the reply (nil: no reply). Runs on the control thread.
     public typealias Handler = (_ request: JSON, _ client: ClientContext) -> JSON
@@ -147,6 +149,12 @@ public final class ControlServer: @unchecked Sendable {
         EventFD.signal(wakeFD)
     }
 
+    /// Runs `work` on the control thread (the one in `run()`), soon. Thread: any.
+    public func post(_ work: @escaping @Sendable () -> Void) {
+        posted.withLock { $0.append(work) }
+        EventFD.signal(wakeFD)
+    }
+
     /// Makes `run()` return after closing every client and removing the socket. Thread: any.
     public func stop() {
         stopping.store(true, ordering: .relaxed)
@@ -176,6 +184,7 @@ public final class ControlServer: @unchecked Sendable {
 
             if fds[1].revents != 0 {
                 EventFD.drain(wakeFD)
+                for work in posted.withLock({ q -> [@Sendable () -> Void] in let l = q; q.removeAll(); return l }) { work() }
                 let lines = outbox.withLock { q -> [String] in let l = q; q.removeAll(); return l }
                 for line in lines {
                     for c in clients.values where c.subscribed { enqueue(c, line) }

@@ -21,6 +21,14 @@ public final class Daemon: @unchecked Sendable {
     let statePath: String
 
     private var lastSaved: UInt64 = 0
+    /// The play queue. Control thread.
+    var queue = PlayQueue()
+    /// The queue entry handed to the engine to follow the current one: gaplessly, or
+    /// (when its format needs the device reopened) to play when the current ends.
+    /// Control thread.
+    var pendingNext: (id: Int, gapless: Bool)?
+    /// Tags and durations for `queue` listings, by path. Control thread.
+    var probeCache: [String: (title: String?, artist: String?, duration: Double?)] = [:]
 
     public init(config: DaemonConfig, logger: Logger) throws {
         self.config = config
@@ -31,6 +39,7 @@ public final class Daemon: @unchecked Sendable {
         ec.bufferMillis = config.bufferTime
         ec.periodMillis = config.periodTime
         ec.ringFrames = config.ringFrames
+        ec.formatChange = PlaybackEngine.FormatChange(rawValue: config.formatChange) ?? .resample
         let box = EventSink()
         engine = PlaybackEngine(configuration: ec, logger: logger) { event in box.forward(event) }
         var level = LevelSettings()
@@ -80,11 +89,17 @@ public final class Daemon: @unchecked Sendable {
         let json: JSON
         switch e {
         case .trackStarted(let t): json = .object([("event", .string("track")), ("file", .string(t.path))] + Self.metadata(t))
-        case .trackEnded(let p): json = .obj(("event", .string("track_end")), ("file", .string(p)))
+        case .trackEnded(let p):
+            json = .obj(("event", .string("track_end")), ("file", .string(p)))
+            server?.post { [weak self] in self?.queueTrackEnded(p) }
         case .stateChanged(let s): json = .obj(("event", .string("state")), ("state", .string(s.rawValue)))
         case .underruns(let n): json = .obj(("event", .string("underrun")), ("underruns", .int(n)))
         case .corruptPackets(let p, let n): json = .obj(("event", .string("corrupt_packets")), ("file", .string(p)), ("count", .int(n)))
         case .error(let err): json = .obj(("event", .string("error")), ("code", .string(err.code.name)), ("message", .string(err.message)))
+        case .gaplessTransition(let from, let to):
+            server?.post { [weak self] in self?.queueTrackStarted(to) }
+            _ = from
+            return
         case .loopWrapped(let pass, let remaining):
             json = .obj(("event", .string("loop_wrapped")), ("passes", .int(pass)), ("remaining", remaining.map(JSON.int) ?? .null))
         }
@@ -117,7 +132,9 @@ public final class Daemon: @unchecked Sendable {
             case "ping": result = [("pong", .bool(true))]
             case "version": result = [("version", .string(Self.version)), ("protocol", .int(1))]
             case "status": result = statusMembers()
-            case "play": result = try play(req)
+            case "play": result = req["path"] == nil ? try playQueue(req) : try play(req)
+            case "add", "insert", "remove", "move", "clear", "queue", "next", "prev", "repeat", "shuffle", "consume":
+                result = try queueRequest(name, req)
             case "pause": engine.pause(); result = []
             case "resume": engine.resume(); result = []
             case "toggle": engine.toggle(); result = []
@@ -174,6 +191,9 @@ public final class Daemon: @unchecked Sendable {
         } else {
             try engine.play(path: path)
         }
+        // A file played by path is outside the queue.
+        queue.setCurrent(nil)
+        pendingNext = nil
         saveState()
         return [("file", .string(path))]
     }
@@ -361,6 +381,7 @@ public final class Daemon: @unchecked Sendable {
                   ("duration_frames", .null), ("loop", .null)]
         }
         m.append(("direction", .string(s.direction.rawValue)))
+        m.append(("queue", queueStatusJSON()))
         if let o = s.output {
             m.append(("output", .obj(("device", .string(o.device)), ("format", .string(o.sampleFormat.rawValue)),
                                      ("sample_rate", .int(o.pcm.sampleRate)), ("channels", .int(o.pcm.channels)),
@@ -391,7 +412,7 @@ public final class Daemon: @unchecked Sendable {
         if let c = s.loopRemaining { loop?.count = Int(c) }
         let state = SavedState(file: s.track?.path, positionFrames: s.positionFrames, sampleRate: s.track?.sampleRate,
                                state: s.state.rawValue, loop: loop, direction: s.direction,
-                               volume: s.level.volume, muted: s.level.muted)
+                               volume: s.level.volume, muted: s.level.muted, queue: queue)
         do {
             try StateStore.save(state, to: statePath)
         } catch {
@@ -408,6 +429,7 @@ public final class Daemon: @unchecked Sendable {
             return
         }
         guard let st = saved else { return }
+        queue = st.queue
         engine.setDirection(st.direction)
         var level = engine.status().level
         level.volume = st.volume

@@ -34,6 +34,8 @@ public struct DaemonConfig: Sendable, Equatable {
     public var resume = "paused"
     /// `log.level`: trace, debug, info, notice, warning, error, critical.
     public var logLevel = "info"
+    /// `output.format_change`: resample or reopen (a next track in another format).
+    public var formatChange = "resample"
     /// `volume.replaygain`: off, track, album or auto.
     public var replayGain = "off"
     /// `volume.replaygain_preamp`, dB added to the tags' gain (−15…15).
@@ -105,6 +107,11 @@ public struct DaemonConfig: Sendable, Equatable {
                 let s = try string()
                 guard ["paused", "playing", "stopped"].contains(s) else { throw fail("'\(s)' must be paused, playing or stopped") }
                 resume = s
+            case "output.format_change":
+                let s = try string()
+                let modes = PlaybackEngine.FormatChange.allCases.map(\.rawValue)
+                guard modes.contains(s) else { throw fail("'\(s)' must be one of \(modes.joined(separator: ", "))") }
+                formatChange = s
             case "volume.replaygain":
                 let s = try string()
                 let modes = ReplayGainMode.allCases.map(\.rawValue)

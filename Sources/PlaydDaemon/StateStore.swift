@@ -5,7 +5,7 @@ import Glibc
 #endif
 
 /// What playd remembers across restarts.
-struct SavedState: Equatable {
+struct SavedState {
     var file: String?
     var positionFrames: Int64
     var sampleRate: Int?
@@ -15,6 +15,7 @@ struct SavedState: Equatable {
     var direction: PlayDirection = .forward
     var volume: Int
     var muted = false
+    var queue = PlayQueue()
 
     var json: JSON {
         .obj(("version", .int(1)), ("file", file.map(JSON.string) ?? .null), ("position_frames", .int(positionFrames)),
@@ -22,7 +23,11 @@ struct SavedState: Equatable {
              ("loop", loop.map { .obj(("start_frames", .int($0.start)), ("end_frames", .int($0.end)),
                                       ("count", $0.count.map(JSON.int) ?? .null), ("ping_pong", .bool($0.pingPong))) } ?? .null),
              ("direction", .string(direction.rawValue)),
-             ("volume", .int(volume)), ("muted", .bool(muted)))
+             ("volume", .int(volume)), ("muted", .bool(muted)),
+             ("queue", .obj(("entries", .array(queue.entries.map { .obj(("id", .int(Int64($0.id))), ("file", .string($0.path))) })),
+                            ("current", queue.current.map { JSON.int(Int64($0)) } ?? .null),
+                            ("repeat", .string(queue.repeatMode.rawValue)), ("shuffle", .bool(queue.shuffle)),
+                            ("consume", .bool(queue.consume)))))
     }
 }
 
@@ -71,10 +76,24 @@ enum StateStore {
             loop = LoopRegion(start: Int64(a), end: Int64(b), count: count, pingPong: l["ping_pong"]?.boolValue ?? false)
         }
         let direction = j["direction"]?.stringValue.flatMap(PlayDirection.init(rawValue:)) ?? .forward
+        var queue = PlayQueue()
+        if let q = j["queue"], let list = q["entries"]?.arrayValue {
+            var entries: [PlayQueue.Entry] = []
+            for e in list {
+                guard let id = e["id"]?.numberValue, id >= 1, id < 1e12, let file = e["file"]?.stringValue,
+                      !entries.contains(where: { $0.id == Int(id) }) else {
+                    throw Error(message: "\(path): corrupt state file: a queue entry without id or file")
+                }
+                entries.append(PlayQueue.Entry(id: Int(id), path: file))
+            }
+            queue = PlayQueue(entries: entries, current: q["current"]?.numberValue.map { Int($0) },
+                              repeatMode: q["repeat"]?.stringValue.flatMap(PlayQueue.Repeat.init(rawValue:)) ?? .off,
+                              shuffle: q["shuffle"]?.boolValue ?? false, consume: q["consume"]?.boolValue ?? false)
+        }
         return SavedState(file: j["file"]?.stringValue, positionFrames: Int64(pos),
                           sampleRate: j["sample_rate"]?.numberValue.map { Int($0) }, state: state,
                           loop: loop, direction: direction,
                           volume: Int(min(100, max(0, j["volume"]?.numberValue ?? 100))),
-                          muted: j["muted"]?.boolValue ?? false)
+                          muted: j["muted"]?.boolValue ?? false, queue: queue)
     }
 }

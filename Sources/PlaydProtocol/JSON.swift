@@ -34,6 +34,7 @@ public enum JSON: Equatable, Sendable {
     public var stringValue: String? { if case .string(let s) = self { return s }; return nil }
     public var numberValue: Double? { if case .number(let n) = self { return n }; return nil }
     public var boolValue: Bool? { if case .bool(let b) = self { return b }; return nil }
+    public var arrayValue: [JSON]? { if case .array(let a) = self { return a }; return nil }
     public var isNull: Bool { if case .null = self { return true }; return false }
 
     // MARK: Building

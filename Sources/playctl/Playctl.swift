@@ -17,6 +17,8 @@ struct Playctl: ParsableCommand {
         version: "0.2.0",
         subcommands: [Play.self, Pause.self, Resume.self, Toggle.self, Stop.self, Seek.self, Loop.self, Direction.self,
                       Volume.self, Mute.self, Unmute.self, Cover.self,
+                      Add.self, Insert.self, Remove.self, Move.self, Clear.self, Queue.self, Next.self, Prev.self,
+                      RepeatMode.self, Shuffle.self, Consume.self,
                       Status.self, Watch.self, Ping.self])
 }
 
@@ -74,50 +76,182 @@ func parseTime(_ text: String) throws -> TimeArgument {
     do { return try TimeArgument(parsing: text) } catch { throw ValidationError(error.description) }
 }
 
+/// An absolute path: playd may run in another directory.
+func absolute(_ path: String) -> String {
+    guard !path.hasPrefix("/") else { return path }
+    var buf = [CChar](repeating: 0, count: 4096)
+    return getcwd(&buf, buf.count) != nil ? String(cString: buf) + "/" + path : path
+}
+
 struct Play: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Play FILE (replacing what plays).")
+    static let configuration = CommandConfiguration(
+        abstract: "Play FILE (outside the queue), a queue entry (--index, --id), or start the queue.")
     @OptionGroup var connection: Connection
-    @Argument(help: "Audio file.") var file: String
+    @Argument(help: "Audio file.") var file: String?
     @Option(name: .long, help: "Start at TIME.") var at: String?
+    @Option(name: .long, help: "Play the queue entry at this index.") var index: Int?
+    @Option(name: .long, help: "Play the queue entry with this id.") var id: Int?
     func run() throws {
-        var path = file
-        if !path.hasPrefix("/") {
-            var buf = [CChar](repeating: 0, count: 4096)
-            if getcwd(&buf, buf.count) != nil { path = String(cString: buf) + "/" + path }
+        var fields: [(String, JSON)] = []
+        if let file {
+            fields.append(("path", .string(absolute(file))))
+        } else if let index {
+            fields.append(("index", .int(Int64(index))))
+        } else if let id {
+            fields.append(("entry", .int(Int64(id))))
         }
-        var fields: [(String, JSON)] = [("path", .string(path))]
         if let at {
+            guard file != nil else { throw ValidationError("--at goes with FILE") }
             let t = try parseTime(at)
             guard t.direction == 0 else { throw ValidationError("--at cannot be relative") }
             fields.append(("at", .object(t.json)))
         }
         try connection.send("play", fields)
-        if !connection.json { print("playing \(path)") }
+        if !connection.json, let file { print("playing \(absolute(file))") }
     }
 }
 
-struct Pause: ParsableCommand {
+struct Add: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Add files, directories (recursively, natural order) and M3U/M3U8/PLS playlists to the queue.")
+    @OptionGroup var connection: Connection
+    @Argument(help: "Paths.") var paths: [String]
+    func run() throws {
+        let r = try connection.send("add", [("paths", .array(paths.map { .string(absolute($0)) }))])
+        if !connection.json { print("added \(r["added"]?.arrayValue?.count ?? 0), queue length \(Int(r["length"]?.numberValue ?? 0))") }
+    }
+}
+
+struct Insert: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Insert paths to play next.")
+    @OptionGroup var connection: Connection
+    @Argument(help: "Paths.") var paths: [String]
+    func run() throws {
+        let r = try connection.send("insert", [("paths", .array(paths.map { .string(absolute($0)) }))])
+        if !connection.json { print("inserted \(r["added"]?.arrayValue?.count ?? 0)") }
+    }
+}
+
+struct Remove: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Remove a queue entry by id (or --index).")
+    @OptionGroup var connection: Connection
+    @Argument(help: "Entry id.") var id: Int?
+    @Option(name: .long, help: "Entry index instead.") var index: Int?
+    func run() throws {
+        guard let field = id.map({ ("entry", JSON.int(Int64($0))) }) ?? index.map({ ("index", JSON.int(Int64($0))) }) else {
+            throw ValidationError("give an id, or --index")
+        }
+        try connection.send("remove", [field])
+    }
+}
+
+struct Move: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Move the queue entry at index FROM to index TO.")
+    @OptionGroup var connection: Connection
+    @Argument var from: Int
+    @Argument var to: Int
+    func run() throws { try connection.send("move", [("from", .int(Int64(from))), ("to", .int(Int64(to)))]) }
+}
+
+struct Clear: PlainRequest {
+    static let configuration = CommandConfiguration(abstract: "Empty the queue and stop.")
+    static let request = "clear"
+    @OptionGroup var connection: Connection
+}
+
+struct Queue: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List the queue: index, id, title, duration.")
+    @OptionGroup var connection: Connection
+    func run() throws {
+        let r = try connection.send("queue")
+        if connection.json { return }
+        for e in r["queue"]?.arrayValue ?? [] {
+            let mark = e["current"]?.boolValue == true ? ">" : " "
+            let title = e["title"]?.stringValue ?? String((e["file"]?.stringValue ?? "?").split(separator: "/").last ?? "?")
+            let artist = e["artist"]?.stringValue.map { "\($0) — " } ?? ""
+            let dur = e["duration"]?.numberValue.map(formatClock) ?? "?:??"
+            print("\(mark)\(Int(e["index"]?.numberValue ?? 0)). [\(Int(e["entry"]?.numberValue ?? 0))] \(artist)\(title) (\(dur))")
+        }
+    }
+}
+
+struct Next: PlainRequest {
+    static let configuration = CommandConfiguration(abstract: "Play the next queue entry.")
+    static let request = "next"
+    @OptionGroup var connection: Connection
+}
+
+struct Prev: PlainRequest {
+    static let configuration = CommandConfiguration(abstract: "Play the previous queue entry.")
+    static let request = "prev"
+    @OptionGroup var connection: Connection
+}
+
+struct RepeatMode: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "repeat", abstract: "Repeat the queue: on, off, or one (the current entry).")
+    enum Mode: String, ExpressibleByArgument, CaseIterable { case on, off, one }
+    @OptionGroup var connection: Connection
+    @Argument var mode: Mode
+    func run() throws { try connection.send("repeat", [("mode", .string(mode.rawValue))]) }
+}
+
+enum Switch: String, ExpressibleByArgument, CaseIterable { case on, off }
+
+/// A subcommand that sends one request without fields.
+protocol PlainRequest: ParsableCommand {
+    static var request: String { get }
+    var connection: Connection { get }
+}
+extension PlainRequest {
+    func run() throws { try connection.send(Self.request) }
+}
+
+/// A subcommand that turns an option on or off.
+protocol SwitchRequest: ParsableCommand {
+    static var request: String { get }
+    var connection: Connection { get }
+    var state: Switch { get }
+}
+extension SwitchRequest {
+    func run() throws { try connection.send(Self.request, [("on", .bool(state == .on))]) }
+}
+
+struct Shuffle: SwitchRequest {
+    static let configuration = CommandConfiguration(abstract: "Play the queue in random order: on or off.")
+    static let request = "shuffle"
+    @OptionGroup var connection: Connection
+    @Argument var state: Switch
+}
+
+struct Consume: SwitchRequest {
+    static let configuration = CommandConfiguration(abstract: "Remove entries once played: on or off.")
+    static let request = "consume"
+    @OptionGroup var connection: Connection
+    @Argument var state: Switch
+}
+
+struct Pause: PlainRequest {
     static let configuration = CommandConfiguration(abstract: "Pause.")
+    static let request = "pause"
     @OptionGroup var connection: Connection
-    func run() throws { try connection.send("pause") }
 }
 
-struct Resume: ParsableCommand {
+struct Resume: PlainRequest {
     static let configuration = CommandConfiguration(abstract: "Resume.")
+    static let request = "resume"
     @OptionGroup var connection: Connection
-    func run() throws { try connection.send("resume") }
 }
 
-struct Toggle: ParsableCommand {
+struct Toggle: PlainRequest {
     static let configuration = CommandConfiguration(abstract: "Pause or resume.")
+    static let request = "toggle"
     @OptionGroup var connection: Connection
-    func run() throws { try connection.send("toggle") }
 }
 
-struct Stop: ParsableCommand {
+struct Stop: PlainRequest {
     static let configuration = CommandConfiguration(abstract: "Stop.")
+    static let request = "stop"
     @OptionGroup var connection: Connection
-    func run() throws { try connection.send("stop") }
 }
 
 struct Seek: ParsableCommand {
@@ -267,6 +401,14 @@ enum StatusView {
             lines.append(line)
         }
         if s["direction"]?.stringValue == "reverse" { lines.append("direction: reverse") }
+        if let q = s["queue"], let n = q["length"]?.numberValue, n > 0 {
+            let pos = q["current"]?.numberValue.map { "\(Int($0) + 1)/" } ?? ""
+            var opts: [String] = []
+            if let r = q["repeat"]?.stringValue, r != "off" { opts.append(r == "one" ? "repeat one" : "repeat") }
+            if q["shuffle"]?.boolValue == true { opts.append("shuffle") }
+            if q["consume"]?.boolValue == true { opts.append("consume") }
+            lines.append("queue: \(pos)\(Int(n))" + (opts.isEmpty ? "" : " (" + opts.joined(separator: ", ") + ")"))
+        }
         if let a = s["album"]?.stringValue {
             lines.append("album: \(a)" + (s["date"]?.stringValue.map { " (\($0))" } ?? ""))
         }
@@ -310,6 +452,8 @@ struct Watch: ParsableCommand {
         case "underrun": return "underruns: \(Int(e["underruns"]?.numberValue ?? 0))"
         case "loop_wrapped": return "loop pass \(Int(e["passes"]?.numberValue ?? 0))"
         case "direction": return "direction: \(e["direction"]?.stringValue ?? "?")"
+        case "skipped": return "skipped \(e["file"]?.stringValue ?? "?"): \(e["code"]?.stringValue ?? "?"): \(e["message"]?.stringValue ?? "")"
+        case "queue": return "queue: \(Int(e["length"]?.numberValue ?? 0)) entries"
         case "volume": return "volume: \(Int(e["volume"]?.numberValue ?? 0))" + (e["muted"]?.boolValue == true ? " (muted)" : "")
         case "error": return "error: \(e["code"]?.stringValue ?? "?"): \(e["message"]?.stringValue ?? "")"
         default: return e.text

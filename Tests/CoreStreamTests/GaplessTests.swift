@@ -7,23 +7,9 @@ import CoreStreamTestSupport
 /// continuous stream, checked in the `wav:` capture.
 @Suite("Gapless transitions", .serialized)
 struct GaplessTests {
-    /// Where the 3-second 44.1 kHz stereo source is cut: off packet boundaries of
-    /// every codec.
-    static let cuts = [0, 40_000, 90_001, 132_300]
-
-    /// The source split at `cuts` and encoded with `codec` arguments into `ext` files.
+    static let cuts = Albums.cuts
     static func split(_ name: String, _ ext: String, _ codec: [String]) throws -> [String] {
-        let dir = NSTemporaryDirectory() + "playd-gapless-\(getpid())"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        var paths: [String] = []
-        for i in 0..<(cuts.count - 1) {
-            let out = "\(dir)/\(name)-\(i + 1).\(ext)"
-            let r = try Shell.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", Fixtures.stereoSource,
-                                   "-af", "atrim=start_sample=\(cuts[i]):end_sample=\(cuts[i + 1]),asetpts=PTS-STARTPTS"] + codec + [out])
-            guard r.status == 0 else { throw FixtureError("ffmpeg split failed: \(r.stderr)") }
-            paths.append(out)
-        }
-        return paths
+        try Albums.split(name, ext, codec)
     }
 
     /// The stream duration the container declares, by ffprobe.

@@ -276,6 +276,62 @@ struct DaemonTests {
         #expect(h.terminate().status == 0)
     }
 
+    /// A queue from a directory and a playlist with a missing and a corrupt entry: the
+    /// bad ones are reported and skipped, the good ones play gaplessly (the capture is
+    /// the unsplit source), and the queue with its options survives a restart.
+    @Test func queuePlaysGaplesslyAndSkipsBadEntries() throws {
+        let h = try DaemonHarness()
+        let album = h.dir + "/album"
+        let tracks = try Albums.split("t", "flac", ["-c:a", "flac"], into: album) { ["-metadata", "title=Part \($0 + 1)"] }
+        // Natural order: "t-1" < "t-2" < "t-3"; a playlist with two bad entries.
+        try "not audio at all".write(toFile: h.dir + "/bad.flac", atomically: true, encoding: .utf8)
+        try "\(tracks[0])\n\(h.dir)/missing.flac\nbad.flac\n\(tracks[1])\n\(tracks[2])\n"
+            .write(toFile: h.dir + "/list.m3u", atomically: true, encoding: .utf8)
+        try h.start()
+        let events = try LineClient(path: h.socket)
+        #expect(events.request(.obj(("id", .int(1)), ("cmd", .string("subscribe"))))?["ok"]?.boolValue == true)
+        var (st, out, err) = try h.playctl("add", h.dir + "/list.m3u")
+        #expect(st == 0 && out.contains("added 5"), "\(out) \(err)")
+        (st, out, _) = try h.playctl("queue")
+        #expect(out.contains("Part 1") && out.contains("Part 3") && out.contains("missing.flac"), "\(out)")
+        (st, _, err) = try h.playctl("play", "--index", "0")
+        #expect(st == 0, "\(err)")
+        var skipped: [String] = []
+        var started: [String] = []
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            guard let line = events.readLine(timeoutMillis: 500), let e = try? JSON.parse(line) else { continue }
+            if e["event"]?.stringValue == "skipped" { skipped.append(e["code"]?.stringValue ?? "?") }
+            if e["event"]?.stringValue == "track", let f = e["file"]?.stringValue { started.append(f) }
+            if e["event"]?.stringValue == "state", e["state"]?.stringValue == "stopped" { break }
+        }
+        #expect(skipped == ["file_not_found", "not_audio"], "skipped: \(skipped)")
+        #expect(started == tracks, "tracks started: \(started)")
+        let s = try #require(h.request("status"))
+        #expect(s["queue"]?["length"]?.numberValue == 5 && s["queue"]?["current"]?.isNull == true)
+        #expect(h.request("repeat", ("mode", .string("one")))?["repeat"]?.stringValue == "one")
+        (st, _, _) = try h.playctl("shuffle", "on")
+        (st, _, _) = try h.playctl("consume", "on")
+        (st, _, _) = try h.playctl("remove", "--index", "1")
+        (st, _, _) = try h.playctl("move", "0", "3")
+        #expect(h.request("queue")?["queue"]?.arrayValue?.map { Int($0["entry"]?.numberValue ?? 0) } == [3, 4, 5, 1])
+        #expect(h.terminate().status == 0)
+        let cap = try WAVFile(path: h.capture)
+        let source = try Reference.decode(Fixtures.stereoSource)
+        #expect(cap.samples.count == source.count, "\(cap.frames) frames")
+        #expect(cap.samples.elementsEqual(source), "the three tracks did not join into the unsplit source")
+
+        try h.start()
+        let r = try #require(h.request("status"))
+        #expect(r["queue"]?["length"]?.numberValue == 4)
+        #expect(r["queue"]?["repeat"]?.stringValue == "one" && r["queue"]?["shuffle"]?.boolValue == true
+                && r["queue"]?["consume"]?.boolValue == true)
+        #expect(h.request("queue")?["queue"]?.arrayValue?.map { Int($0["entry"]?.numberValue ?? 0) } == [3, 4, 5, 1])
+        #expect(h.request("remove", ("entry", .number(99)))?["error"]?["code"]?.stringValue == "invalid_argument")
+        #expect(h.request("add", ("path", .string(h.dir + "/nope")))?["error"]?["code"]?.stringValue == "file_not_found")
+        #expect(h.terminate().status == 0)
+    }
+
     @Test func aCorruptStateFileIsReportedAndIgnored() throws {
         let h = try DaemonHarness()
         try "{ not json".write(toFile: h.stateFile, atomically: true, encoding: .utf8)

@@ -513,6 +513,20 @@ public final class AudioDecoder {
         return nil
     }
 
+    /// Tags and an approximate duration without opening a codec or measuring: for
+    /// listing a queue. nil when the file cannot be read as media.
+    public static func probe(path: String) -> (tags: [String: String], durationSeconds: Double?)? {
+        _ = FFmpegCall.quietLogging
+        var ctx: UnsafeMutablePointer<AVFormatContext>?
+        guard avformat_open_input(&ctx, path, nil, nil) >= 0, let fmt = ctx else { return nil }
+        defer { avformat_close_input(&ctx) }
+        guard avformat_find_stream_info(fmt, nil) >= 0 else { return nil }
+        let index = av_find_best_stream(fmt, AVMEDIA_TYPE_AUDIO, -1, -1, nil, 0)
+        guard index >= 0 else { return nil }
+        let duration = fmt.pointee.duration > 0 ? Double(fmt.pointee.duration) / Double(AV_TIME_BASE) : nil
+        return (readTags(fmt, fmt.pointee.streams[Int(index)]!), duration)
+    }
+
     /// The embedded cover art's type and bytes, or nil when the file has none.
     /// Opens the file on its own (call it on a control thread, not the reader's).
     public static func coverArt(path: String) throws(StreamError) -> (mime: String, bytes: [UInt8])? {

@@ -62,6 +62,9 @@ public final class PlaybackEngine: @unchecked Sendable {
         /// since the region was set, `remaining` left (nil: forever). Coalesced when
         /// the region is shorter than the reader's wake-up interval (~50 ms).
         case loopWrapped(pass: Int64, remaining: Int64?)
+        /// A track queued with ``setNext(path:)`` is being heard, with no gap after
+        /// `from` (sent after that track's `trackEnded` and this one's `trackStarted`).
+        case gaplessTransition(from: String, to: TrackInfo)
     }
 
     public struct Status: Sendable {
@@ -474,6 +477,8 @@ public final class PlaybackEngine: @unchecked Sendable {
                 c.newGeneration()
                 c.track = nil
                 c.loop = nil
+                c.next = nil
+                applyLevel(c)
                 c.pendingPosition = 0
                 send(.stop(generation: c.generation))
             case .none:
@@ -1003,6 +1008,7 @@ public final class PlaybackEngine: @unchecked Sendable {
                 onEvent(.trackEnded(path: ended))
                 logger.info("playing", metadata: ["track.path": "\(started.path)", "gapless": "true"])
                 onEvent(.trackStarted(started))
+                onEvent(.gaplessTransition(from: ended, to: started))
             }
         }
         let heard = r.shared.readPosition()

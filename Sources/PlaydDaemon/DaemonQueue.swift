@@ -1,0 +1,232 @@
+import CoreStream
+import PlaydProtocol
+
+/// The queue commands and track transitions. Everything here runs on the control thread
+/// (requests, and engine events posted to it).
+extension Daemon {
+    // MARK: - Requests
+
+    func queueRequest(_ name: String, _ req: JSON) throws -> [(String, JSON)] {
+        switch name {
+        case "add", "insert":
+            var paths: [String] = []
+            if let list = req["paths"]?.arrayValue {
+                paths = list.compactMap(\.stringValue)
+                guard paths.count == list.count else { throw RequestError(.badRequest, "\"paths\" must be strings") }
+            } else if let p = req["path"]?.stringValue {
+                paths = [p]
+            }
+            guard !paths.isEmpty else { throw RequestError(.badRequest, "\(name) needs \"path\" or \"paths\"") }
+            var files: [String] = []
+            for p in paths { files += try QueueSources.expand(p) }  // a StreamError names the path
+            let ids = name == "add" ? queue.add(files) : queue.insertNext(files)
+            queueChanged()
+            return [("added", .array(ids.map { JSON.int(Int64($0)) })), ("length", .int(Int64(queue.count)))]
+        case "remove":
+            let index = try entryIndex(req)
+            let wasCurrent = queue.remove(at: index)
+            if wasCurrent && engine.status().state != .stopped {
+                // As MPD: removing the entry playing goes on with the one after it.
+                if index < queue.count { playEntry(index) } else { engine.stop() }
+            }
+            queueChanged()
+            return [("length", .int(Int64(queue.count)))]
+        case "move":
+            let from = try entryIndex(req)
+            guard let to = req["to"]?.numberValue, to == to.rounded(), to >= 0, Int(to) < queue.count else {
+                throw RequestError(.invalidArgument, "\"to\" must be an index 0…\(queue.count - 1)")
+            }
+            queue.move(from: from, to: Int(to))
+            queueChanged()
+            return []
+        case "clear":
+            queue.clear()
+            pendingNext = nil
+            engine.stop()
+            queueChanged()
+            return []
+        case "queue":
+            return [("queue", .array(queue.entries.enumerated().map { entryJSON($0.offset, $0.element) })),
+                    ("current", queue.current.map { JSON.int(Int64($0)) } ?? .null)]
+        case "next":
+            guard let n = queue.successor(manual: true) else { engine.stop(); queue.setCurrent(nil); return [] }
+            playEntry(n)
+            return currentJSON()
+        case "prev":
+            guard let p = queue.predecessor() else {
+                if engine.status().state != .stopped { try engine.seek(to: 0) }
+                return currentJSON()
+            }
+            playEntry(p)
+            return currentJSON()
+        case "repeat":
+            guard let m = req["mode"]?.stringValue, let mode = PlayQueue.Repeat(rawValue: m) else {
+                throw RequestError(.badRequest, "repeat needs \"mode\": off, on or one")
+            }
+            queue.repeatMode = mode
+            queueChanged()
+            return optionsJSON()
+        case "shuffle", "consume":
+            guard let on = req["on"]?.boolValue else { throw RequestError(.badRequest, "\(name) needs \"on\": true or false") }
+            if name == "shuffle" { queue.setShuffle(on) } else { queue.consume = on }
+            queueChanged()
+            return optionsJSON()
+        default:
+            throw RequestError(.unknownCommand, "unknown command '\(name)'")
+        }
+    }
+
+    /// `play` with an `index` or `id`, or with nothing: start (or resume) the queue.
+    func playQueue(_ req: JSON) throws -> [(String, JSON)] {
+        if req["index"] != nil || req["entry"] != nil {
+            let i = try entryIndex(req)
+            playEntry(i)
+            return currentJSON()
+        }
+        let s = engine.status()
+        if s.state == .paused { engine.resume(); return currentJSON() }
+        guard s.state == .stopped else { return currentJSON() }
+        guard let start = queue.current ?? queue.successor() else {
+            throw RequestError(.badRequest, "play needs \"path\", \"index\" or \"entry\" (the queue is empty)")
+        }
+        playEntry(start)
+        return currentJSON()
+    }
+
+    private func entryIndex(_ req: JSON) throws -> Int {
+        // "entry", not "id": a request's "id" is the client's own tag for the reply.
+        if let id = req["entry"]?.numberValue {
+            guard let i = queue.index(ofID: Int(id)) else { throw RequestError(.invalidArgument, "no queue entry with id \(Int(id))") }
+            return i
+        }
+        if let index = req["index"]?.numberValue ?? req["from"]?.numberValue {
+            guard index == index.rounded(), index >= 0, Int(index) < queue.count else {
+                throw RequestError(.invalidArgument, "index \(index) is outside the queue (0…\(queue.count - 1))")
+            }
+            return Int(index)
+        }
+        throw RequestError(.badRequest, "give \"entry\" (an entry id) or \"index\"")
+    }
+
+    // MARK: - Playing
+
+    /// Plays the entry at `index`; entries that cannot be played are reported in a
+    /// `skipped` event and the ones after them tried, once round the queue at most.
+    func playEntry(_ index: Int) {
+        var candidate: Int? = index
+        var tries = 0
+        while let i = candidate, tries < queue.count {
+            tries += 1
+            let id = queue.entries[i].id
+            guard let now = queue.advance(to: i) else { break }
+            pendingNext = nil
+            let path = queue.entries[now].path
+            do {
+                try engine.play(path: path)
+                queueNextInEngine()
+                saveState()
+                return
+            } catch {
+                reportSkipped(id: id, path: path, error)
+                candidate = queue.successor(of: now, manual: true)
+                if candidate == now { break }
+            }
+        }
+        engine.stop()
+        queue.setCurrent(nil)
+    }
+
+    /// Queues the entry that follows the current one in the engine, for a gapless
+    /// change (or, when its format needs the device reopened, for playing at the end).
+    func queueNextInEngine() {
+        guard let current = queue.current, engine.status().state != .stopped else { return }
+        var candidate = queue.successor()
+        var tries = 0
+        while let i = candidate, tries < queue.count {
+            tries += 1
+            let e = queue.entries[i]
+            do {
+                let gapless = try engine.setNext(path: e.path)
+                pendingNext = (e.id, gapless)
+                return
+            } catch {
+                reportSkipped(id: e.id, path: e.path, error)
+                candidate = queue.successor(of: i, manual: true)
+                if candidate == current { break }
+            }
+        }
+        pendingNext = nil
+        try? engine.setNext(path: nil)
+    }
+
+    /// An engine `trackStarted`: when it is the entry queued to follow, it is current now.
+    func queueTrackStarted(_ info: TrackInfo) {
+        guard let p = pendingNext, p.gapless, let i = queue.index(ofID: p.id), queue.entries[i].path == info.path else { return }
+        pendingNext = nil
+        queue.advance(to: i)
+        queueNextInEngine()
+        queueChanged(save: true)
+    }
+
+    /// An engine `trackEnded`: when nothing follows gaplessly, play what comes next.
+    func queueTrackEnded(_ path: String) {
+        guard engine.status().state == .stopped, let c = queue.currentEntry, c.path == path else { return }
+        if let p = pendingNext, !p.gapless, let i = queue.index(ofID: p.id) {
+            playEntry(i)
+        } else if let n = queue.successor() {
+            playEntry(n)
+        } else {
+            queue.advance(to: nil)
+            pendingNext = nil
+            queueChanged(save: true)
+        }
+    }
+
+    /// After an edit or an option change: the entry to follow may be another one now.
+    func queueChanged(save: Bool = true) {
+        let want = queue.successor().map { queue.entries[$0].id }
+        if want != pendingNext?.id { queueNextInEngine() }
+        if save { saveState() }
+        server?.broadcast(.obj(("event", .string("queue")), ("length", .int(Int64(queue.count))),
+                               ("current", queue.current.map { JSON.int(Int64($0)) } ?? .null)))
+    }
+
+    private func reportSkipped(id: Int, path: String, _ error: Error) {
+        let e = error as? StreamError
+        let code = e?.code.name ?? "internal"
+        let message = e?.message ?? "\(error)"
+        logger.warning("skipping an unplayable queue entry", metadata: ["track.path": "\(path)", "error": "\(message)"])
+        server?.broadcast(.obj(("event", .string("skipped")), ("entry", .int(Int64(id))), ("file", .string(path)),
+                               ("code", .string(code)), ("message", .string(message))))
+    }
+
+    // MARK: - JSON
+
+    private func entryJSON(_ index: Int, _ e: PlayQueue.Entry) -> JSON {
+        let summary = probeCache[e.path] ?? {
+            let p = AudioDecoder.probe(path: e.path)
+            let s = (title: p?.tags["title"], artist: p?.tags["artist"], duration: p?.durationSeconds)
+            probeCache[e.path] = s
+            return s
+        }()
+        return .obj(("index", .int(Int64(index))), ("entry", .int(Int64(e.id))), ("file", .string(e.path)),
+                    ("title", summary.title.map(JSON.string) ?? .null), ("artist", summary.artist.map(JSON.string) ?? .null),
+                    ("duration", summary.duration.map(JSON.number) ?? .null), ("current", .bool(index == queue.current)))
+    }
+
+    private func currentJSON() -> [(String, JSON)] {
+        [("current", queue.current.map { JSON.int(Int64($0)) } ?? .null),
+         ("entry", queue.currentEntry.map { JSON.int(Int64($0.id)) } ?? .null)]
+    }
+
+    func optionsJSON() -> [(String, JSON)] {
+        [("repeat", .string(queue.repeatMode.rawValue)), ("shuffle", .bool(queue.shuffle)), ("consume", .bool(queue.consume))]
+    }
+
+    /// The queue part of `status`.
+    func queueStatusJSON() -> JSON {
+        .object([("length", .int(Int64(queue.count))), ("current", queue.current.map { JSON.int(Int64($0)) } ?? .null),
+                 ("current_id", queue.currentEntry.map { JSON.int(Int64($0.id)) } ?? .null),
+                 ("next_id", pendingNext.map { JSON.int(Int64($0.id)) } ?? .null)] + optionsJSON())
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import Testing
+@testable import PlaydDaemon
+
+@Suite("Play queue")
+struct PlayQueueTests {
+    func queue(_ n: Int) -> PlayQueue {
+        var q = PlayQueue()
+        q.add((1...n).map { "/m/\($0).flac" })
+        return q
+    }
+
+    /// (repeat, current, manual) → successor index.
+    @Test(arguments: [
+        (PlayQueue.Repeat.off, 0, false, Optional(1)),
+        (.off, 2, false, nil),
+        (.on, 2, false, 0),
+        (.one, 1, false, 1),
+        (.one, 1, true, 2),      // a manual next moves on even in repeat-one
+        (.one, 2, true, nil),
+    ])
+    func successorFollowsTheRepeatMode(_ mode: PlayQueue.Repeat, _ current: Int, _ manual: Bool, _ expected: Int?) {
+        var q = queue(3)
+        q.repeatMode = mode
+        q.setCurrent(current)
+        #expect(q.successor(manual: manual) == expected)
+    }
+
+    @Test func idsAreStableAcrossEdits() {
+        var q = queue(4)                         // ids 1 2 3 4
+        q.setCurrent(2)                          // id 3
+        q.remove(at: 0)                          // 2 3 4
+        #expect(q.currentEntry?.id == 3 && q.current == 1)
+        q.move(from: 2, to: 0)                   // 4 2 3
+        #expect(q.entries.map(\.id) == [4, 2, 3] && q.currentEntry?.id == 3)
+        let ids = q.insertNext(["/m/x.flac", "/m/y.flac"])
+        #expect(ids == [5, 6])
+        #expect(q.entries.map(\.id) == [4, 2, 3, 5, 6])
+        #expect(q.successor() == 3, "inserted entries play next")
+        let removedCurrent = q.remove(at: 2)
+        #expect(removedCurrent, "removing the current says so")
+        #expect(q.current == nil)
+    }
+
+    @Test func consumeRemovesWhatHasPlayed() {
+        var q = queue(3)
+        q.consume = true
+        q.setCurrent(0)
+        let next = q.advance(to: q.successor())
+        #expect(q.entries.map(\.id) == [2, 3] && next == 0 && q.currentEntry?.id == 2)
+    }
+
+    @Test(arguments: [1, 7, 42])
+    func shufflePlaysEveryEntryOnce(seed: UInt64) {
+        var q = PlayQueue(seed: seed)
+        q.add((1...20).map { "/m/\($0).flac" })
+        q.setCurrent(4)
+        q.setShuffle(true)
+        var seen = [q.currentEntry!.id]
+        while let n = q.successor() {
+            q.advance(to: n)
+            seen.append(q.currentEntry!.id)
+        }
+        #expect(seen.count == 20 && Set(seen).count == 20)
+        #expect(seen != Array(5...20) + Array(1...4), "not shuffled")
+        q.repeatMode = .on
+        #expect(q.successor() != nil, "repeat wraps a shuffled queue")
+    }
+
+    @Test(arguments: [
+        (["b", "a10", "a2", "A1"], ["A1", "a2", "a10", "b"]),
+        (["Track 10.flac", "Track 9.flac", "Track 09b.flac"], ["Track 9.flac", "Track 09b.flac", "Track 10.flac"]),
+        (["disc2/01", "disc10/01", "disc1/02"], ["disc1/02", "disc2/01", "disc10/01"]),
+    ])
+    func naturalOrder(_ input: [String], _ expected: [String]) {
+        #expect(input.sorted(by: QueueSources.naturalLess) == expected)
+    }
+
+    @Test func directoriesAndPlaylistsExpand() throws {
+        let dir = NSTemporaryDirectory() + "playd-queue-src-\(getpid())"
+        let fm = FileManager.default
+        try? fm.removeItem(atPath: dir)
+        try fm.createDirectory(atPath: dir + "/album/CD2", withIntermediateDirectories: true)
+        for f in ["album/10 ten.flac", "album/2 two.mp3", "album/cover.jpg", "album/CD2/1 one.ogg", "x.wav"] {
+            fm.createFile(atPath: dir + "/" + f, contents: Data([0]))
+        }
+        try fm.createSymbolicLink(atPath: dir + "/album/CD2/loop", withDestinationPath: dir + "/album")
+        try "#EXTM3U\n#EXTINF:1,x\nx.wav\n\nhttp://radio/stream\n/abs/y.flac\r\n".write(toFile: dir + "/list.m3u8", atomically: true, encoding: .utf8)
+        try "[playlist]\nFile1=x.wav\nTitle1=x\nFile2=/abs/z.mp3\nNumberOfEntries=2\n".write(toFile: dir + "/list.pls", atomically: true, encoding: .utf8)
+        #expect(try QueueSources.expand(dir + "/album") == [dir + "/album/2 two.mp3", dir + "/album/10 ten.flac",
+                                                            dir + "/album/CD2/1 one.ogg"])
+        let m3u = try QueueSources.expand(dir + "/list.m3u8")
+        #expect(m3u == [dir + "/x.wav", "/abs/y.flac"], "\(m3u)")
+        #expect(try QueueSources.expand(dir + "/list.pls") == [dir + "/x.wav", "/abs/z.mp3"])
+        #expect(throws: (any Error).self) { try QueueSources.expand(dir + "/missing") }
+        try? fm.removeItem(atPath: dir)
+    }
+}
