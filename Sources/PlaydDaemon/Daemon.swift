@@ -27,6 +27,10 @@ public final class Daemon: @unchecked Sendable {
     /// (when its format needs the device reopened) to play when the current ends.
     /// Control thread.
     var pendingNext: (id: Int, gapless: Bool)?
+    /// The hardware mixer (`volume.mixer = "hardware"`), when it opened.
+    var hardwareMixer: ALSAMixer?
+    /// The volume set through the hardware mixer (the engine's own stays at 100).
+    var hardwareVolume = 100
     /// Tags and durations for `queue` listings, by path. Control thread.
     var probeCache: [String: (title: String?, artist: String?, duration: Double?)] = [:]
 
@@ -48,6 +52,14 @@ public final class Daemon: @unchecked Sendable {
         level.missingPreampDB = config.replayGainMissingPreamp
         level.preventClipping = config.replayGainLimit
         engine.setLevel(level)
+        if config.mixer == "hardware" {
+            do {
+                hardwareMixer = try ALSAMixer(device: config.mixerDevice, control: config.mixerControl)
+                hardwareVolume = hardwareMixer?.volume() ?? 100
+            } catch {
+                logger.error("hardware mixer unavailable: using the software volume", metadata: ["error": "\(error.message)"])
+            }
+        }
         // Open the output now so a broken device fails the start (and READY=1 means it works).
         try engine.openOutput(for: PCMFormat(sampleRate: 44100, channels: 2))
         server = try ControlServer(path: config.resolvedSocketPath, mode: config.socketMode, group: config.socketGroup,
@@ -257,8 +269,18 @@ public final class Daemon: @unchecked Sendable {
         return [("direction", .string(d.rawValue))]
     }
 
-    private func setVolume(_ req: JSON) throws -> [(String, JSON)] {
+    /// The level as the user sees it: with a hardware mixer, its volume.
+    func currentLevel() -> LevelSettings {
         var level = engine.status().level
+        if hardwareMixer != nil { level.volume = hardwareVolume }
+        return level
+    }
+
+    private func setVolume(_ req: JSON) throws -> [(String, JSON)] {
+        if config.mixer == "none" && (req["set"] != nil || req["change"] != nil) {
+            throw RequestError(.badRequest, "the volume is fixed (volume.mixer = \"none\")")
+        }
+        var level = currentLevel()
         if let v = req["set"] {
             guard let n = v.numberValue, n == n.rounded(), n >= 0, n <= 100 else {
                 throw RequestError(.invalidArgument, "\"set\" must be a whole number 0…100")
@@ -274,7 +296,7 @@ public final class Daemon: @unchecked Sendable {
     }
 
     private func setMute(_ req: JSON) throws -> [(String, JSON)] {
-        var level = engine.status().level
+        var level = currentLevel()
         if let m = req["muted"], !m.isNull {
             guard let b = m.boolValue else { throw RequestError(.badRequest, "\"muted\" must be true or false") }
             level.muted = b
@@ -284,9 +306,18 @@ public final class Daemon: @unchecked Sendable {
         return try applyLevel(level)
     }
 
+    @discardableResult
     private func applyLevel(_ level: LevelSettings) throws -> [(String, JSON)] {
-        let before = engine.status().level
-        engine.setLevel(level)
+        let before = currentLevel()
+        if let mixer = hardwareMixer {
+            try mixer.setVolume(level.volume)
+            hardwareVolume = level.volume
+            var software = level
+            software.volume = 100
+            engine.setLevel(software)
+        } else {
+            engine.setLevel(level)
+        }
         if before != level {
             saveState()
             server?.broadcast(.obj(("event", .string("volume")), ("volume", .int(Int64(level.volume))), ("muted", .bool(level.muted))))
@@ -389,7 +420,8 @@ public final class Daemon: @unchecked Sendable {
         } else {
             m.append(("output", .null))
         }
-        m += [("volume", .int(Int64(s.level.volume))), ("muted", .bool(s.level.muted)),
+        m += [("volume", .int(Int64(currentLevel().volume))), ("muted", .bool(s.level.muted)),
+              ("mixer", .string(hardwareMixer != nil ? "hardware" : config.mixer == "none" ? "none" : "software")),
               ("replay_gain", .obj(("mode", .string(s.level.replayGain.rawValue)),
                                    ("applied_db", s.replayGainAppliedDB.map(JSON.number) ?? .null),
                                    ("track_gain_db", s.replayGain.trackGainDB.map(JSON.number) ?? .null),
@@ -412,7 +444,7 @@ public final class Daemon: @unchecked Sendable {
         if let c = s.loopRemaining { loop?.count = Int(c) }
         let state = SavedState(file: s.track?.path, positionFrames: s.positionFrames, sampleRate: s.track?.sampleRate,
                                state: s.state.rawValue, loop: loop, direction: s.direction,
-                               volume: s.level.volume, muted: s.level.muted, queue: queue)
+                               volume: currentLevel().volume, muted: s.level.muted, queue: queue)
         do {
             try StateStore.save(state, to: statePath)
         } catch {
@@ -431,10 +463,11 @@ public final class Daemon: @unchecked Sendable {
         guard let st = saved else { return }
         queue = st.queue
         engine.setDirection(st.direction)
-        var level = engine.status().level
-        level.volume = st.volume
+        var level = currentLevel()
+        // A hardware mixer keeps its own level (others may set it); the software one is ours.
+        if hardwareMixer == nil { level.volume = st.volume }
         level.muted = st.muted
-        engine.setLevel(level)
+        _ = try? applyLevel(level)
         guard let file = st.file, config.resume != "stopped", st.state != "stopped" else { return }
         do {
             try engine.play(path: file, from: st.positionFrames, paused: config.resume != "playing")

@@ -36,6 +36,11 @@ public struct DaemonConfig: Sendable, Equatable {
     public var logLevel = "info"
     /// `output.format_change`: resample or reopen (a next track in another format).
     public var formatChange = "resample"
+    /// `volume.mixer`: software, hardware (an ALSA mixer control) or none.
+    public var mixer = "software"
+    /// `volume.mixer_device` and `volume.mixer_control`: the ALSA mixer for `hardware`.
+    public var mixerDevice = "default"
+    public var mixerControl = "Master"
     /// `volume.replaygain`: off, track, album or auto.
     public var replayGain = "off"
     /// `volume.replaygain_preamp`, dB added to the tags' gain (−15…15).
@@ -112,6 +117,12 @@ public struct DaemonConfig: Sendable, Equatable {
                 let modes = PlaybackEngine.FormatChange.allCases.map(\.rawValue)
                 guard modes.contains(s) else { throw fail("'\(s)' must be one of \(modes.joined(separator: ", "))") }
                 formatChange = s
+            case "volume.mixer":
+                let s = try string()
+                guard ["software", "hardware", "none"].contains(s) else { throw fail("'\(s)' must be software, hardware or none") }
+                mixer = s
+            case "volume.mixer_device": mixerDevice = try string()
+            case "volume.mixer_control": mixerControl = try string()
             case "volume.replaygain":
                 let s = try string()
                 let modes = ReplayGainMode.allCases.map(\.rawValue)

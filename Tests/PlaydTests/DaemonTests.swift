@@ -332,6 +332,37 @@ struct DaemonTests {
         #expect(h.terminate().status == 0)
     }
 
+    /// `volume.mixer = "hardware"` sets an ALSA mixer control: the PulseAudio plugin's
+    /// `Master`, checked with pactl. A control that does not exist falls back to software.
+    @Test func hardwareMixerSetsTheALSAControl() throws {
+        guard ProcessInfo.processInfo.environment["PULSE_SERVER"] != nil else {
+            #expect(ProcessInfo.processInfo.environment["PLAYD_REQUIRE_PULSE"] != "1", "PLAYD_REQUIRE_PULSE is set but PULSE_SERVER is not")
+            return
+        }
+        let h = try DaemonHarness(extraConfig: "[volume]\nmixer = \"hardware\"\nmixer_device = \"pulse\"\nmixer_control = \"Master\"")
+        try h.start()
+        #expect(h.request("status")?["mixer"]?.stringValue == "hardware")
+        var (st, out, err) = try h.playctl("volume", "40")
+        #expect(st == 0 && out == "volume 40\n", "\(out) \(err)")
+        let sink = try Shell.run(["pactl", "get-sink-volume", "@DEFAULT_SINK@"])
+        #expect(String(decoding: sink.stdout, as: UTF8.self).contains("40%"), "\(String(decoding: sink.stdout, as: UTF8.self))")
+        (st, out, _) = try h.playctl("volume", "-10")
+        #expect(out == "volume 30\n")
+        _ = try Shell.run(["pactl", "set-sink-volume", "@DEFAULT_SINK@", "100%"])
+        #expect(h.terminate().status == 0)
+
+        let bad = try DaemonHarness(extraConfig: "[volume]\nmixer = \"hardware\"\nmixer_device = \"pulse\"\nmixer_control = \"Nope\"")
+        try bad.start()
+        #expect(bad.request("status")?["mixer"]?.stringValue == "software")
+        #expect(bad.terminate().status == 0)
+        #expect(bad.log.contains("hardware mixer unavailable") && bad.log.contains("Nope"), "\(bad.log)")
+        let fixed = try DaemonHarness(extraConfig: "[volume]\nmixer = \"none\"")
+        try fixed.start()
+        (st, _, err) = try fixed.playctl("volume", "50")
+        #expect(st != 0 && err.contains("fixed"))
+        #expect(fixed.terminate().status == 0)
+    }
+
     @Test func aCorruptStateFileIsReportedAndIgnored() throws {
         let h = try DaemonHarness()
         try "{ not json".write(toFile: h.stateFile, atomically: true, encoding: .utf8)
