@@ -332,6 +332,26 @@ struct DaemonTests {
         #expect(h.terminate().status == 0)
     }
 
+    /// `output.format_change = "reopen"`: a next entry in another format is not resampled;
+    /// the device reopens in its own format when the current one ends.
+    @Test func formatChangeReopenPlaysTheNextInItsOwnFormat() throws {
+        let h = try DaemonHarness()
+        let config = try String(contentsOfFile: h.configPath, encoding: .utf8)
+        try config.replacingOccurrences(of: "[output]\n", with: "[output]\nformat_change = \"reopen\"\n")
+            .write(toFile: h.configPath, atomically: true, encoding: .utf8)
+        try h.start()
+        let second = Fixtures.named("flac-48000-1.flac").path
+        #expect(h.request("add", ("paths", .array([.string(track.path), .string(second)])))?["ok"]?.boolValue == true)
+        #expect(h.request("play", ("index", .number(0)))?["ok"]?.boolValue == true)
+        #expect(h.request("status")?["output"]?["sample_rate"]?.numberValue == 44100)
+        #expect(h.waitFor(seconds: 8) { h.request("status")?["file"]?.stringValue == second })
+        let s = try #require(h.request("status"))
+        #expect(s["output"]?["sample_rate"]?.numberValue == 48000 && s["output"]?["channels"]?.numberValue == 1,
+                "the device did not reopen in the next track's format: \(s["output"]?.text ?? "")")
+        #expect(s["queue"]?["current"]?.numberValue == 1)
+        #expect(h.terminate().status == 0)
+    }
+
     /// `volume.mixer = "hardware"` sets an ALSA mixer control: the PulseAudio plugin's
     /// `Master`, checked with pactl. A control that does not exist falls back to software.
     @Test func hardwareMixerSetsTheALSAControl() throws {
