@@ -108,9 +108,9 @@ public final class Daemon: @unchecked Sendable {
         case .underruns(let n): json = .obj(("event", .string("underrun")), ("underruns", .int(n)))
         case .corruptPackets(let p, let n): json = .obj(("event", .string("corrupt_packets")), ("file", .string(p)), ("count", .int(n)))
         case .error(let err): json = .obj(("event", .string("error")), ("code", .string(err.code.name)), ("message", .string(err.message)))
-        case .gaplessTransition(let from, let to):
+        case .gaplessTransition(_, let to):
+            // The `track_end` and `track` events went out already; the queue moves on.
             server?.post { [weak self] in self?.queueTrackStarted(to) }
-            _ = from
             return
         case .loopWrapped(let pass, let remaining):
             json = .obj(("event", .string("loop_wrapped")), ("passes", .int(pass)), ("remaining", remaining.map(JSON.int) ?? .null))
