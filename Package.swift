@@ -56,6 +56,8 @@ let package = Package(
             name: "playctl",
             dependencies: [
                 "PlaydProtocol",
+                "CoreStream",  // export runs in playctl's own process
+                "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

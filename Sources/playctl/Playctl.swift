@@ -18,7 +18,7 @@ struct Playctl: ParsableCommand {
         subcommands: [Play.self, Pause.self, Resume.self, Toggle.self, Stop.self, Seek.self, Loop.self, Direction.self,
                       Volume.self, Mute.self, Unmute.self, Cover.self,
                       Add.self, Insert.self, Remove.self, Move.self, Clear.self, Queue.self, Next.self, Prev.self,
-                      RepeatMode.self, Shuffle.self, Consume.self,
+                      RepeatMode.self, Shuffle.self, Consume.self, Export.self,
                       Status.self, Watch.self, Ping.self])
 }
 

@@ -352,6 +352,48 @@ struct DaemonTests {
         #expect(h.terminate().status == 0)
     }
 
+    /// `playctl export` as a process: `--current` takes the daemon's track and loop
+    /// region, an existing output is refused without `--force`, and SIGINT mid-run
+    /// leaves neither the output nor a temporary file.
+    @Test func exportThroughPlayctl() throws {
+        let h = try DaemonHarness()
+        try h.start()
+        #expect(h.request("play", ("path", .string(track.path)))?["ok"]?.boolValue == true)
+        #expect(h.request("loop", ("start", .object([("frames", .number(22_071))])), ("end", .object([("frames", .number(30_893))])))?["ok"]?.boolValue == true)
+        let out = h.dir + "/region.wav"
+        var (st, stdout, err) = try h.playctl("export", "--current", out)
+        #expect(st == 0, "\(err)")
+        #expect(stdout.contains("100%") && stdout.contains("8822 frames"), "\(stdout)")
+        let got = try Reference.decode(out)
+        let want = try Reference.decode(track.path, extraArguments: ["-af", "atrim=start_sample=22071:end_sample=30893"])
+        #expect(got.elementsEqual(want), "the exported loop region is not the CLI's decode of it")
+        (st, _, err) = try h.playctl("export", track.path, out)
+        #expect(st == 1 && err.contains("--force"), "\(err)")
+        (st, _, err) = try h.playctl("export", track.path, out, "--force", "--from", "1", "--to", "2")
+        #expect(st == 0, "\(err)")
+        #expect(try Reference.decode(out).count == 44_100 * 2)
+        (st, _, err) = try h.playctl("export", track.path, h.dir + "/x.ogg")
+        #expect(st == 2 && err.contains("--format"))
+        #expect(h.terminate().status == 0)
+
+        // A long export interrupted by SIGINT.
+        let long = h.dir + "/long.flac"
+        let made = try Shell.run(["ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i", "sine=f=440:r=44100:d=240", "-ac", "2", long])
+        try #require(made.status == 0)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: DaemonHarness.playctl)
+        p.arguments = ["export", long, h.dir + "/long.m4a"]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        usleep(800_000)
+        kill(p.processIdentifier, SIGINT)
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 130)
+        let left = try FileManager.default.contentsOfDirectory(atPath: h.dir).filter { $0.hasPrefix("long.m4a") }
+        #expect(left.isEmpty, "left behind: \(left)")
+    }
+
     /// `volume.mixer = "hardware"` sets an ALSA mixer control: the PulseAudio plugin's
     /// `Master`, checked with pactl. A control that does not exist falls back to software.
     @Test func hardwareMixerSetsTheALSAControl() throws {

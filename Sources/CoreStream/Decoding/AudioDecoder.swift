@@ -30,6 +30,8 @@ public final class AudioDecoder {
     private var resampler: OpaquePointer?
     private var stream: UnsafeMutablePointer<AVStream>
     private let streamIndex: Int32
+    /// Decoder threads asked for at open (see `init`).
+    private let threads: Int
     private let timeBase: AVRational
     private let rate: Int
 
@@ -68,7 +70,10 @@ public final class AudioDecoder {
     /// frames in `format` (default: the source's own rate and channel count).
     ///
     /// Thread: any. Real-time safe: no (file I/O, allocation).
-    public init(path: String, outputFormat requested: PCMFormat? = nil) throws(StreamError) {
+    /// - Parameter threads: decoder threads (frame threading where the codec has it);
+    ///   1 for playback, which needs no more, 0 (one per core) for batch work like export.
+    public init(path: String, outputFormat requested: PCMFormat? = nil, threads: Int = 1) throws(StreamError) {
+        self.threads = threads
         _ = FFmpegCall.quietLogging
         try FileCheck.validate(path)
 
@@ -131,6 +136,7 @@ public final class AudioDecoder {
         // With pkt_timebase set, libavcodec moves frame timestamps past the samples it
         // skips (encoder delay), so timestamps and sample positions stay consistent.
         cc.pointee.pkt_timebase = st.pointee.time_base
+        Self.setThreads(cc, threads)
         ret = avcodec_open2(cc, decoder, nil)
         guard ret >= 0 else { throw FFmpegCall.error(.unsupportedCodec, file: path, call: "avcodec_open2", ret) }
 
@@ -189,6 +195,11 @@ public final class AudioDecoder {
         try seek(to: 0)
     }
 
+    private static func setThreads(_ cc: UnsafeMutablePointer<AVCodecContext>, _ threads: Int) {
+        cc.pointee.thread_count = Int32(max(0, threads))
+        if threads != 1 { cc.pointee.thread_type = FF_THREAD_FRAME }
+    }
+
     /// Replaces the codec context with a fresh one (same parameters).
     private func reopenCodec() throws(StreamError) {
         guard let old = codecContext, let codec = old.pointee.codec else { return }
@@ -198,6 +209,7 @@ public final class AudioDecoder {
         var ret = avcodec_parameters_to_context(cc, stream.pointee.codecpar)
         if ret >= 0 {
             cc.pointee.pkt_timebase = stream.pointee.time_base
+            Self.setThreads(cc, threads)
             ret = avcodec_open2(cc, codec, nil)
         }
         guard ret >= 0 else {
@@ -530,6 +542,11 @@ public final class AudioDecoder {
     /// The embedded cover art's type and bytes, or nil when the file has none.
     /// Opens the file on its own (call it on a control thread, not the reader's).
     public static func coverArt(path: String) throws(StreamError) -> (mime: String, bytes: [UInt8])? {
+        try coverPicture(path: path).map { ($0.mime, $0.bytes) }
+    }
+
+    /// The cover art with its pixel size (a muxer that embeds it needs the size).
+    static func coverPicture(path: String) throws(StreamError) -> (mime: String, bytes: [UInt8], width: Int32, height: Int32)? {
         _ = FFmpegCall.quietLogging
         try FileCheck.validate(path)
         var ctx: UnsafeMutablePointer<AVFormatContext>?
@@ -538,7 +555,8 @@ public final class AudioDecoder {
         defer { avformat_close_input(&ctx) }
         guard let (st, art) = findCover(fmt) else { return nil }
         let pkt = st.pointee.attached_pic
-        return (art.mime, Array(UnsafeBufferPointer(start: pkt.data, count: Int(pkt.size))))
+        return (art.mime, Array(UnsafeBufferPointer(start: pkt.data, count: Int(pkt.size))),
+                st.pointee.codecpar.pointee.width, st.pointee.codecpar.pointee.height)
     }
 
     private static func readTags(_ fmt: UnsafeMutablePointer<AVFormatContext>,

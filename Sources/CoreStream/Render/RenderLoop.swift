@@ -453,17 +453,9 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         case .float32:
             device.copyMemory(from: mix, byteCount: n * 4)
         case .int32:
-            let out = device.assumingMemoryBound(to: Int32.self)
-            for i in 0..<n {
-                let v = max(-1, min(mix[i], 1)) * 2147483648.0
-                out[i] = v >= 2147483647.0 ? Int32.max : Int32(v)
-            }
+            SampleConversion.toInt32(mix, device.assumingMemoryBound(to: Int32.self), count: n)
         case .int16:
-            let out = device.assumingMemoryBound(to: Int16.self)
-            for i in 0..<n {
-                let v = max(-1, min(mix[i], 1)) * 32768.0
-                out[i] = v >= 32767.0 ? Int16.max : Int16(v.rounded(.toNearestOrEven))
-            }
+            SampleConversion.toInt16(mix, device.assumingMemoryBound(to: Int16.self), count: n)
         }
     }
 

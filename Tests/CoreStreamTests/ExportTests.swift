@@ -1,0 +1,145 @@
+import Foundation
+import Testing
+import CoreStream
+import CoreStreamTestSupport
+
+/// Export through the engine's decoding path, checked with the ffmpeg CLI and ffprobe.
+@Suite("Export", .serialized)
+struct ExportTests {
+    static let dir: String = {
+        let d = NSTemporaryDirectory() + "playd-export-\(getpid())"
+        try? FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
+        return d
+    }()
+
+    func export(_ input: String, _ name: String, _ format: ExportOptions.Format, from: Int64? = nil, to: Int64? = nil,
+                configure: (inout ExportOptions) -> Void = { _ in }) throws -> (String, Exporter) {
+        var o = ExportOptions(input: input, output: Self.dir + "/" + name, format: format)
+        o.from = from
+        o.to = to
+        o.force = true
+        configure(&o)
+        let e = try Exporter(o)
+        try e.run()
+        return (o.output, e)
+    }
+
+    /// The CLI's own decode of `path`, cut to [from, to) by sample index.
+    func cliRegion(_ path: String, _ from: Int, _ to: Int) throws -> [Float] {
+        try Reference.decode(path, extraArguments: ["-af", "atrim=start_sample=\(from):end_sample=\(to)"])
+    }
+
+    @Test(arguments: ["flac-44100-2.flac", "mp3cbr-44100-2.mp3", "wav16-48000-1.wav", "vorbis-44100-2.ogg"])
+    func regionToFloatWAVIsTheCLIDecodeOfTheRegion(_ name: String) throws {
+        let fixture = Fixtures.named(name)
+        let (a, b) = (12_345, 98_765)
+        let (path, e) = try export(fixture.path, "region-\(name).wav", .wav, from: Int64(a), to: Int64(b)) { $0.bits = .f32 }
+        #expect(e.encoderName == "pcm_f32le")
+        let got = try Reference.decode(path)
+        let want = try cliRegion(fixture.path, a, b)
+        #expect(got.count == (b - a) * fixture.channels)
+        #expect(got.elementsEqual(want), "\(name): the exported region differs from the CLI's decode of it")
+    }
+
+    @Test func sixteenBitWAVIsWhatPlaybackRenders() throws {
+        // 16-bit source → float → the render thread's 16-bit conversion → the same bits.
+        let fixture = Fixtures.named("wav16-44100-2.wav")
+        let (path, _) = try export(fixture.path, "s16.wav", .wav, from: 1000, to: 60_000)
+        let got = try Data(contentsOf: URL(fileURLWithPath: path))
+        let want = try Shell.run(["ffmpeg", "-nostdin", "-v", "error", "-i", fixture.path, "-af", "atrim=start_sample=1000:end_sample=60000",
+                                  "-f", "s16le", "-"]).stdout
+        #expect(got.suffix(want.count) == want, "the PCM in the exported WAV is not the source's 16-bit samples")
+        #expect(got.count - want.count < 256, "a WAV header, then nothing but the samples")
+    }
+
+    @Test(arguments: [ExportOptions.Bits.s16, .s24])
+    func flacDecodesBackBitIdentical(_ bits: ExportOptions.Bits) throws {
+        let fixture = Fixtures.named("alac-44100-2.m4a")
+        let (path, e) = try export(fixture.path, "back-\(bits.rawValue).flac", .flac, from: 5, to: 130_001) { $0.bits = bits }
+        #expect(e.encoderName == "flac")
+        let probe = try Shell.run(["ffprobe", "-v", "error", "-show_entries", "stream=bits_per_raw_sample", "-of", "csv=p=0", path])
+        #expect(String(decoding: probe.stdout, as: UTF8.self).hasPrefix(bits == .s16 ? "16" : "24"))
+        #expect(try Reference.decode(path).elementsEqual(try cliRegion(fixture.path, 5, 130_001)))
+    }
+
+    @Test func m4aHasTheRightLengthAndPlays() throws {
+        let fixture = Fixtures.named("flac-48000-1.flac")
+        let (path, e) = try export(fixture.path, "out.m4a", .m4a, from: 4_800, to: 100_000) { $0.bitRate = 160_000 }
+        #expect(e.fallbacks == ["libfdk_aac"] || e.fallbacks.isEmpty)
+        let probe = try Shell.run(["ffprobe", "-v", "error", "-select_streams", "a", "-show_entries",
+                                   "stream=codec_name,sample_rate,channels,duration_ts", "-of", "csv=p=0", path])
+        let f = String(decoding: probe.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ",")
+        #expect(f.count == 4 && f[0] == "aac" && f[1] == "48000" && f[2] == "1")
+        if f.count == 4, let d = Int(f[3]) { #expect(abs(d - 95_200) <= 1024, "declared \(d) frames, want 95200 within one AAC frame") }
+        // playd plays it back to the length it declares, at the right positions.
+        let back = try AudioDecoder(path: path)
+        #expect(back.info.durationFrames.map { abs(Int($0) - 95_200) <= 1024 } == true)
+        let decoded = try Reference.drain(back)
+        let want = try cliRegion(fixture.path, 4_800, 100_000)
+        let n = min(decoded.count, want.count) - 2048
+        var err = 0.0, ref = 0.0
+        for i in 2048..<n { err += Double((decoded[i] - want[i]) * (decoded[i] - want[i])); ref += Double(want[i] * want[i]) }
+        #expect(err / ref < 1e-3, "AAC round trip off by \(err / ref) of the signal energy")
+    }
+
+    @Test func resamplingGivesTheExactFrameCount() throws {
+        let fixture = Fixtures.named("flac-44100-2.flac")
+        let (path, e) = try export(fixture.path, "48k.wav", .wav, from: 0, to: 88_200) { $0.sampleRate = 48_000; $0.channels = 1 }
+        #expect(e.totalFrames == 96_000)
+        let got = try Reference.decode(path)
+        #expect(got.count == 96_000)
+    }
+
+    @Test func tagsAndCoverArtAreCopied() throws {
+        let png = Self.dir + "/cover.png"
+        try #require(try Shell.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "color=c=blue:s=24x16:d=1",
+                                    "-frames:v", "1", png]).status == 0)
+        let tagged = Self.dir + "/tagged-src.flac"
+        let r = try Shell.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", Fixtures.named("flac-44100-2.flac").path, "-i", png,
+                               "-map", "0:a", "-map", "1", "-c", "copy", "-disposition:v", "attached_pic",
+                               "-metadata", "title=Exported", "-metadata", "artist=Band", tagged])
+        try #require(r.status == 0)
+        let pngBytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: png)))
+        for format in [ExportOptions.Format.flac, .m4a] {
+            let (path, e) = try export(tagged, "tags.\(format.rawValue)", format)
+            let info = try AudioDecoder(path: path).info
+            #expect(info.title == "Exported" && info.artist == "Band", "\(format): tags \(info.tags)")
+            #expect(e.coverCopied)
+            #expect(try AudioDecoder.coverArt(path: path)?.bytes == pngBytes, "\(format): the cover is not the source's")
+        }
+        let (wav, e) = try export(tagged, "tags.wav", .wav)
+        let wavCover = try AudioDecoder.coverArt(path: wav)
+        #expect(!e.coverCopied && wavCover == nil, "WAV holds no cover")
+    }
+
+    @Test func badRequestsFailBeforeAnyWork() throws {
+        let src = Fixtures.named("flac-44100-2.flac").path
+        func refused(_ o: ExportOptions, _ code: StreamError.Code) {
+            #expect(throws: StreamError.self) { try Exporter(o) }
+            do { _ = try Exporter(o) } catch { #expect(error.code == code, "\(error.message)") }
+        }
+        refused(ExportOptions(input: "/nonexistent.flac", output: Self.dir + "/x.wav", format: .wav), .fileNotFound)
+        refused(ExportOptions(input: src, output: "/nonexistent-dir/x.wav", format: .wav), .fileNotFound)
+        var flac32 = ExportOptions(input: src, output: Self.dir + "/x.flac", format: .flac)
+        flac32.bits = .f32
+        refused(flac32, .invalidArgument)
+        var past = ExportOptions(input: src, output: Self.dir + "/x.wav", format: .wav)
+        past.to = 10_000_000
+        refused(past, .invalidArgument)
+        let existing = Self.dir + "/exists.wav"
+        try "keep me".write(toFile: existing, atomically: true, encoding: .utf8)
+        refused(ExportOptions(input: src, output: existing, format: .wav), .invalidArgument)
+        #expect(try String(contentsOfFile: existing, encoding: .utf8) == "keep me")
+        #expect(ExportOptions.Format(path: "a/b.M4A") == .m4a && ExportOptions.Format(path: "x.ogg") == nil)
+    }
+
+    @Test func cancellingLeavesNoFile() throws {
+        var o = ExportOptions(input: Fixtures.named("flac-44100-2.flac").path, output: Self.dir + "/cancel.m4a", format: .m4a)
+        o.force = true
+        let e = try Exporter(o)
+        var polls = 0
+        #expect(throws: StreamError.self) { try e.run(cancelled: { polls += 1; return polls > 3 }) }
+        let left = try FileManager.default.contentsOfDirectory(atPath: Self.dir).filter { $0.hasPrefix("cancel.m4a") }
+        #expect(left.isEmpty, "left behind: \(left)")
+    }
+}
