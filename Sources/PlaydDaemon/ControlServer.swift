@@ -53,10 +53,15 @@ public final class ControlServer: @unchecked Sendable {
         public var tickInterval = 0
         var nextTick: UInt64 = 0
         var closing = false
-        init(fd: Int32) { self.fd = fd }
+        /// Another protocol than JSON (an MPD connection), nil for JSON clients.
+        let session: LineSession?
+        init(fd: Int32, session: LineSession? = nil) { self.fd = fd; self.session = session }
         var pending: Int { output.count - outputOffset }
     }
     private var clients: [Int32: ClientContext] = [:]
+    /// Listeners for other protocols: each connection gets a session from `factory`.
+    /// Set up before `run()`, then owned by the control thread.
+    private var extraListeners: [(fd: Int32, path: String?, factory: () -> LineSession)] = []
     /// Builds a position-tick event for a subscriber.
     public var tickEvent: (() -> JSON)?
 
@@ -86,6 +91,17 @@ public final class ControlServer: @unchecked Sendable {
             }
             unlink(path)  // stale: left by a crashed playd
         }
+        listenFD = try Self.makeUnixListener(path: path, mode: mode, group: group)
+        wakeFD = EventFD.make()
+    }
+
+    deinit {
+        close(listenFD)
+        close(wakeFD)
+    }
+
+    /// A listening Unix socket at `path` with `mode` and `group` (the path must be free).
+    private static func makeUnixListener(path: String, mode: UInt32, group: String) throws(SetupError) -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw SetupError(message: "socket() failed: \(String(cString: strerror(errno)))") }
         var addr = sockaddr_un()
@@ -123,13 +139,57 @@ public final class ControlServer: @unchecked Sendable {
             close(fd); unlink(path)
             throw SetupError(message: "\(path): listen() failed: \(String(cString: strerror(e)))")
         }
-        listenFD = fd
-        wakeFD = EventFD.make()
+        return fd
     }
 
-    deinit {
-        close(listenFD)
-        close(wakeFD)
+    /// Adds a listener on a Unix socket for another protocol (stale sockets replaced, a
+    /// live one refused, as for the main one). Call before `run()`.
+    public func addListener(path: String, mode: UInt32, group: String, factory: @escaping () -> LineSession) throws(SetupError) {
+        let dir = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+        if !dir.isEmpty { try Self.makeDirectories(dir) }
+        var st = stat()
+        if lstat(path, &st) == 0 {
+            guard st.st_mode & S_IFMT == S_IFSOCK else {
+                throw SetupError(message: "\(path): exists and is not a socket; refusing to replace it")
+            }
+            if (try? LineClient(path: path)) != nil { throw SetupError(message: "\(path): another process is listening on this socket") }
+            unlink(path)
+        }
+        extraListeners.append((try Self.makeUnixListener(path: path, mode: mode, group: group), path, factory))
+    }
+
+    /// Adds a TCP listener, `host:port` (IPv4), for another protocol. Call before `run()`.
+    public func addListener(tcp address: String, factory: @escaping () -> LineSession) throws(SetupError) {
+        guard let colon = address.lastIndex(of: ":"), let port = UInt16(address[address.index(after: colon)...]) else {
+            throw SetupError(message: "\(address): expected host:port")
+        }
+        let host = String(address[..<colon])
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = port.bigEndian
+        guard inet_pton(AF_INET, host, &addr.sin_addr) == 1 else { throw SetupError(message: "\(address): not an IPv4 address") }
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw SetupError(message: "socket() failed: \(String(cString: strerror(errno)))") }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        let r = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard r == 0, listen(fd, 128) == 0 else {
+            let e = errno
+            close(fd)
+            throw SetupError(message: "\(address): bind()/listen() failed: \(String(cString: strerror(e)))")
+        }
+        extraListeners.append((fd, nil, factory))
+    }
+
+    /// Tells every session something changed (MPD's idle subsystems). Control thread.
+    public func notifySessions(_ changes: Set<String>) {
+        for c in clients.values {
+            guard let s = c.session else { continue }
+            let text = s.notify(changes)
+            if !text.isEmpty { enqueueRaw(c, text); flush(c) }
+        }
     }
 
     private static func makeDirectories(_ dir: String) throws(SetupError) {
@@ -169,6 +229,8 @@ public final class ControlServer: @unchecked Sendable {
             fds.removeAll(keepingCapacity: true)
             fds.append(pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0))
             fds.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
+            for l in extraListeners { fds.append(pollfd(fd: l.fd, events: Int16(POLLIN), revents: 0)) }
+            let base = 2 + extraListeners.count
             let order = Array(clients.keys)
             for fd in order {
                 let c = clients[fd]!
@@ -190,10 +252,13 @@ public final class ControlServer: @unchecked Sendable {
                     for c in clients.values where c.subscribed { enqueue(c, line) }
                 }
             }
-            if fds[0].revents & Int16(POLLIN) != 0 { acceptClients() }
+            if fds[0].revents & Int16(POLLIN) != 0 { acceptClients(listenFD, nil) }
+            for (i, l) in extraListeners.enumerated() where fds[2 + i].revents & Int16(POLLIN) != 0 {
+                acceptClients(l.fd, l.factory)
+            }
             for (i, fd) in order.enumerated() {
                 guard let c = clients[fd] else { continue }
-                let re = fds[i + 2].revents
+                let re = fds[i + base].revents
                 if re & Int16(POLLIN | POLLHUP | POLLERR) != 0 { readFrom(c) }
                 if re & Int16(POLLOUT) != 0 || c.pending > 0 { flush(c) }
                 if c.closing && c.pending == 0 { drop(c) }
@@ -215,14 +280,20 @@ public final class ControlServer: @unchecked Sendable {
         }
         for c in Array(clients.values) { drop(c) }
         unlink(path)
+        for l in extraListeners {
+            close(l.fd)
+            if let p = l.path { unlink(p) }
+        }
     }
 
-    private func acceptClients() {
+    private func acceptClients(_ listener: Int32, _ factory: (() -> LineSession)?) {
         while true {
-            let fd = clinux_accept_nonblocking(listenFD)
+            let fd = clinux_accept_nonblocking(listener)
             if fd < 0 { return }
             if clients.count >= Self.maxClients { close(fd); continue }
-            clients[fd] = ClientContext(fd: fd)
+            let c = ClientContext(fd: fd, session: factory?())
+            clients[fd] = c
+            if let hello = c.session?.greeting() { enqueueRaw(c, hello) }
         }
     }
 
@@ -249,7 +320,11 @@ public final class ControlServer: @unchecked Sendable {
                     if c.input.count > Self.maxLineBytes {
                         c.input.removeAll()
                         c.discardingLongLine = true
-                        enqueue(c, errorReply(id: nil, .lineTooLong, "request line longer than \(Self.maxLineBytes) bytes").text)
+                        if c.session != nil {
+                            c.closing = true  // MPD closes a connection whose line is too long
+                        } else {
+                            enqueue(c, errorReply(id: nil, .lineTooLong, "request line longer than \(Self.maxLineBytes) bytes").text)
+                        }
                     }
                 }
             }
@@ -258,6 +333,13 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     private func handleLine(_ c: ClientContext, _ bytes: [UInt8]) {
+        if let s = c.session {
+            guard !c.closing else { return }
+            let (reply, close) = s.receive(bytes)
+            if !reply.isEmpty { enqueueRaw(c, reply) }
+            if close { c.closing = true }
+            return
+        }
         var line = bytes
         if line.last == 0x0D { line.removeLast() }
         if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
@@ -297,6 +379,19 @@ public final class ControlServer: @unchecked Sendable {
         }
         c.output.append(contentsOf: line.utf8)
         c.output.append(0x0A)
+    }
+
+    /// Queues text that carries its own newlines (another protocol's reply).
+    private func enqueueRaw(_ c: ClientContext, _ text: String) {
+        guard !c.closing else { return }
+        if c.pending + text.utf8.count > Self.maxPendingBytes {
+            droppedSlowClients.add(1, ordering: .relaxed)
+            c.closing = true
+            c.output.removeAll()
+            c.outputOffset = 0
+            return
+        }
+        c.output.append(contentsOf: text.utf8)
     }
 
     private func flush(_ c: ClientContext) {

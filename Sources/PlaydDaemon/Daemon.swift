@@ -27,6 +27,10 @@ public final class Daemon: @unchecked Sendable {
     /// (when its format needs the device reopened) to play when the current ends.
     /// Control thread.
     var pendingNext: (id: Int, gapless: Bool)?
+    /// When the daemon started (MPD's `stats` uptime).
+    let startedAt = monotonicNanoseconds()
+    /// MPD's playlist version: bumped at every queue change. Control thread.
+    var playlistVersion = 1
     /// The hardware mixer (`volume.mixer = "hardware"`), when it opened.
     var hardwareMixer: ALSAMixer?
     /// The volume set through the hardware mixer (the engine's own stays at 100).
@@ -66,6 +70,16 @@ public final class Daemon: @unchecked Sendable {
                                    handler: { [unowned self] req, client in self.handle(req, client) },
                                    onTick: { [unowned self] in self.tick() })
         server.tickEvent = { [unowned self] in self.positionEvent() }
+        if config.mpdEnabled {
+            let password = config.mpdPassword.isEmpty ? nil : config.mpdPassword
+            let make: () -> LineSession = { [unowned self] in
+                MPDSession(password: password) { [unowned self] command, args throws(MPDSession.Failure) in
+                    try self.mpdExecute(command, args)
+                }
+            }
+            try server.addListener(path: config.resolvedMPDSocketPath, mode: config.socketMode, group: config.socketGroup, factory: make)
+            if !config.mpdTCP.isEmpty { try server.addListener(tcp: config.mpdTCP, factory: make) }
+        }
         box.target = self
         restoreState()
     }
@@ -98,6 +112,10 @@ public final class Daemon: @unchecked Sendable {
     }
 
     func publish(_ e: PlaybackEngine.Event) {
+        switch e {
+        case .trackStarted, .trackEnded, .stateChanged: notifyMPD(["player"])
+        default: break
+        }
         let json: JSON
         switch e {
         case .trackStarted(let t): json = .object([("event", .string("track")), ("file", .string(t.path))] + Self.metadata(t))
@@ -307,7 +325,7 @@ public final class Daemon: @unchecked Sendable {
     }
 
     @discardableResult
-    private func applyLevel(_ level: LevelSettings) throws -> [(String, JSON)] {
+    func applyLevel(_ level: LevelSettings) throws -> [(String, JSON)] {
         let before = currentLevel()
         if let mixer = hardwareMixer {
             try mixer.setVolume(level.volume)
@@ -321,6 +339,7 @@ public final class Daemon: @unchecked Sendable {
         if before != level {
             saveState()
             server?.broadcast(.obj(("event", .string("volume")), ("volume", .int(Int64(level.volume))), ("muted", .bool(level.muted))))
+            notifyMPD(["mixer"])
         }
         return [("volume", .int(Int64(level.volume))), ("muted", .bool(level.muted))]
     }

@@ -41,6 +41,12 @@ public struct DaemonConfig: Sendable, Equatable {
     /// `volume.mixer_device` and `volume.mixer_control`: the ALSA mixer for `hardware`.
     public var mixerDevice = "default"
     public var mixerControl = "Master"
+    /// `mpd.enabled`, `mpd.socket` (default: mpd.sock next to the control socket),
+    /// `mpd.tcp` (host:port, off when empty) and `mpd.password` (none when empty).
+    public var mpdEnabled = true
+    public var mpdSocket = ""
+    public var mpdTCP = ""
+    public var mpdPassword = ""
     /// `volume.replaygain`: off, track, album or auto.
     public var replayGain = "off"
     /// `volume.replaygain_preamp`, dB added to the tags' gain (−15…15).
@@ -117,6 +123,12 @@ public struct DaemonConfig: Sendable, Equatable {
                 let modes = PlaybackEngine.FormatChange.allCases.map(\.rawValue)
                 guard modes.contains(s) else { throw fail("'\(s)' must be one of \(modes.joined(separator: ", "))") }
                 formatChange = s
+            case "mpd.enabled":
+                guard case .bool(let b) = e.value else { throw fail("expected true or false, got \(e.value.typeName)") }
+                mpdEnabled = b
+            case "mpd.socket": mpdSocket = try string()
+            case "mpd.tcp": mpdTCP = try string()
+            case "mpd.password": mpdPassword = try string()
             case "volume.mixer":
                 let s = try string()
                 guard ["software", "hardware", "none"].contains(s) else { throw fail("'\(s)' must be software, hardware or none") }
@@ -176,6 +188,13 @@ public struct DaemonConfig: Sendable, Equatable {
         if let rd = env("RUNTIME_DIRECTORY")?.split(separator: ":").first { return "\(rd)/control.sock" }
         if let x = env("XDG_RUNTIME_DIR") { return x + "/playd/control.sock" }
         return "/run/playd/control.sock"
+    }
+
+    /// The MPD socket path after defaults: `mpd.sock` next to the control socket.
+    public var resolvedMPDSocketPath: String {
+        if !mpdSocket.isEmpty { return mpdSocket }
+        let control = resolvedSocketPath
+        return String(control[..<(control.lastIndex(of: "/") ?? control.startIndex)]) + "/mpd.sock"
     }
 
     /// The state file path after defaults.

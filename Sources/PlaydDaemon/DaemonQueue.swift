@@ -184,6 +184,8 @@ extension Daemon {
 
     /// After an edit or an option change: the entry to follow may be another one now.
     func queueChanged(save: Bool = true) {
+        playlistVersion += 1
+        notifyMPD(["playlist"])
         let want = queue.successor().map { queue.entries[$0].id }
         if want != pendingNext?.id { queueNextInEngine() }
         if save { saveState() }

@@ -1,0 +1,243 @@
+import Foundation
+import Testing
+import PlaydProtocol
+import CoreStreamTestSupport
+@testable import PlaydDaemon
+
+/// The MPD session state machine, line by line, against MPD's documented behaviour.
+@Suite("MPD protocol session")
+struct MPDSessionTests {
+    final class Log: @unchecked Sendable { var calls: [[String]] = [] }
+
+    func session(password: String? = nil) -> (MPDSession, Log) {
+        let log = Log()
+        let s = MPDSession(password: password) { command, args throws(MPDSession.Failure) in
+            log.calls.append([command] + args)
+            if command == "fail" { throw MPDSession.Failure(.noExist, "No such song") }
+            return command == "status" ? ["state: play"] : []
+        }
+        return (s, log)
+    }
+
+    func send(_ s: MPDSession, _ line: String) -> (String, Bool) {
+        s.receive(Array(line.utf8))
+    }
+
+    @Test(arguments: [
+        (#"add "My Music/a b.flac""#, ["add", "My Music/a b.flac"]),
+        (#"seekcur "+10""#, ["seekcur", "+10"]),
+        (#"find "artist" "Say \"hi\" \\ ok""#, ["find", "artist", #"Say "hi" \ ok"#]),
+        ("pause   1", ["pause", "1"]),
+        ("status", ["status"]),
+    ])
+    func argumentsAreSplitAndUnquoted(_ line: String, _ expected: [String]) throws {
+        #expect(try MPDSession.split(line) == expected)
+    }
+
+    @Test func greetingRepliesAndErrors() {
+        let (s, log) = session()
+        #expect(s.greeting() == "OK MPD \(MPDSession.protocolVersion)\n")
+        #expect(send(s, "status") == ("state: play\nOK\n", false))
+        #expect(send(s, #"fail "3""#) == ("ACK [50@0] {fail} No such song\n", false))
+        #expect(send(s, #"add "unterminated"#).0.hasPrefix("ACK [2@0] {}"))
+        #expect(log.calls == [["status"], ["fail", "3"]])
+        #expect(send(s, "Status").1, "a line not starting with a lowercase command closes the connection")
+    }
+
+    @Test func commandListsRunAtTheEnd() {
+        let (s, log) = session()
+        #expect(send(s, "command_list_ok_begin") == ("", false))
+        #expect(send(s, "status") == ("", false))
+        #expect(send(s, "ping") == ("", false))
+        #expect(log.calls.isEmpty, "nothing runs before command_list_end")
+        #expect(send(s, "command_list_end") == ("state: play\nlist_OK\nlist_OK\nOK\n", false))
+        _ = send(s, "command_list_begin")
+        _ = send(s, "ping")
+        _ = send(s, "fail")
+        _ = send(s, "ping")
+        #expect(send(s, "command_list_end") == ("ACK [50@1] {fail} No such song\n", false))
+        #expect(log.calls.filter { $0 == ["ping"] }.count == 2, "the list stops at the failure")
+    }
+
+    @Test func idleFollowsMPDsRules() {
+        let (s, _) = session()
+        #expect(send(s, "noidle") == ("", false), "noidle when not idling gets no reply")
+        #expect(send(s, "idle player mixer") == ("", false))
+        #expect(s.notify(["playlist"]) == "", "not a subsystem it waits for")
+        #expect(s.notify(["mixer"]) == "changed: mixer\nOK\n")
+        // Events accumulate while not idling; the next idle answers at once.
+        #expect(s.notify(["player", "options"]) == "")
+        #expect(send(s, "idle") == ("changed: options\nchanged: player\nchanged: playlist\nOK\n", false))
+        #expect(send(s, "idle") == ("", false))
+        #expect(send(s, "noidle") == ("OK\n", false))
+        #expect(send(s, "idle database") == ("", false))
+        #expect(send(s, "status").1, "any other command during idle closes the connection")
+        let (t, _) = session()
+        #expect(send(t, "idle bogus").0.hasPrefix("ACK [2@0] {idle}"))
+    }
+
+    @Test func passwordGuardsCommands() {
+        let (s, _) = session(password: "secret")
+        #expect(send(s, "status").0 == "ACK [4@0] {status} you don't have permission for \"status\"\n")
+        #expect(send(s, "ping").0 == "OK\n")
+        #expect(send(s, #"password "wrong""#).0 == "ACK [3@0] {password} incorrect password\n")
+        #expect(send(s, #"password "secret""#).0 == "OK\n")
+        #expect(send(s, "status").0 == "state: play\nOK\n")
+    }
+}
+
+/// Real MPD clients against a real daemon: mpc, and python-mpd2 used the way Home
+/// Assistant uses it.
+@Suite("MPD clients against playd", .serialized)
+struct MPDClientTests {
+    static let long: String = {
+        let path = NSTemporaryDirectory() + "playd-mpd-long-\(getpid()).flac"
+        _ = try? Shell.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "sine=f=440:r=44100:d=90", "-ac", "2",
+                            "-metadata", "title=Ninety", "-metadata", "artist=Tone", "-metadata", "album=Tests", path])
+        return path
+    }()
+
+    func mpc(_ h: DaemonHarness, _ args: String...) throws -> (Int32, String) {
+        let r = try Shell.run(["mpc", "-h", h.dir + "/mpd.sock"] + args)
+        return (r.status, String(decoding: r.stdout, as: UTF8.self) + r.stderr)
+    }
+
+    @Test func mpcDrivesPlayd() throws {
+        let h = try DaemonHarness()
+        try h.start()
+        let short = Fixtures.named("flac-44100-2.flac").path
+        #expect(try mpc(h, "add", Self.long).0 == 0)
+        #expect(try mpc(h, "add", short).0 == 0)
+        var (st, out) = try mpc(h, "play")
+        #expect(st == 0 && out.contains("Tone - Ninety") && out.contains("[playing] #1/2"), "\(out)")
+        (st, out) = try mpc(h, "seek", "1:00")
+        #expect(out.contains("1:00/1:30"), "\(out)")
+        (st, out) = try mpc(h, "seek", "+10")
+        #expect(out.contains("1:10/1:30"), "\(out)")
+        (st, out) = try mpc(h, "volume", "40")
+        #expect(out.contains("volume: 40%"), "\(out)")
+        #expect(h.request("status")?["volume"]?.numberValue == 40, "the JSON side sees the MPD change")
+        (st, out) = try mpc(h, "pause")
+        #expect(out.contains("[paused]"), "\(out)")
+        (st, out) = try mpc(h, "toggle")
+        #expect(out.contains("[playing]"), "\(out)")
+        (st, out) = try mpc(h, "playlist")
+        #expect(out == "Tone - Ninety\n\(short)\n", "\(out)")
+        (st, out) = try mpc(h, "next")
+        #expect(out.contains("[playing] #2/2") && out.contains("0:03"), "\(out)")
+        (st, out) = try mpc(h, "prev")
+        #expect(out.contains("#1/2"), "\(out)")
+        (st, out) = try mpc(h, "status")
+        #expect(out.contains("repeat: off") && out.contains("random: off"))
+
+        // `mpc idle` wakes on a change made through playctl.
+        let idle = Process()
+        idle.executableURL = URL(fileURLWithPath: "/usr/bin/mpc")
+        idle.arguments = ["-h", h.dir + "/mpd.sock", "idle"]
+        let pipe = Pipe()
+        idle.standardOutput = pipe
+        try idle.run()
+        usleep(300_000)
+        _ = try h.playctl("volume", "55")
+        idle.waitUntilExit()
+        #expect(String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) == "mixer\n")
+        (st, out) = try mpc(h, "bogus-command")
+        #expect(st != 0)
+        #expect(h.terminate().status == 0)
+    }
+
+    /// python-mpd2 (Debian's python3-mpd), as Home Assistant uses it: the asyncio client,
+    /// a new connection per poll, status + currentsong, pause, setvol, seekcur, with its
+    /// automatic idle/noidle; then the synchronous client with a command list.
+    @Test func pythonMPD2LikeHomeAssistant() throws {
+        let python = "/usr/bin/python3"
+        guard (try? Shell.run([python, "-c", "import mpd"]))?.status == 0 else {
+            #expect(ProcessInfo.processInfo.environment["PLAYD_REQUIRE_PULSE"] != "1",
+                    "python3-mpd is missing: scripts/install-deps --test installs it")
+            return
+        }
+        let h = try DaemonHarness()
+        try h.start()
+        #expect(h.request("add", ("path", .string(Self.long)))?["ok"]?.boolValue == true)
+        #expect(h.request("play", ("index", .number(0)))?["ok"]?.boolValue == true)
+        let script = """
+        import asyncio, sys
+        from mpd.asyncio import MPDClient
+        from mpd import MPDClient as SyncClient, CommandError
+        SOCK = sys.argv[1]
+        async def poll():
+            c = MPDClient()
+            await c.connect(SOCK)
+            s = await c.status(); song = await c.currentsong(); cmds = await c.commands()
+            c.disconnect()
+            return s, song, cmds
+        async def main():
+            s, song, cmds = await poll()
+            assert s["state"] == "play", s
+            assert "volume" in s and "elapsed" in s and ":" in s["time"], s
+            assert song["file"].endswith(".flac") and song["title"] == "Ninety" and song["artist"] == "Tone", song
+            assert "idle" in cmds and "seekcur" in cmds
+            c = MPDClient()
+            await c.connect(SOCK)
+            await asyncio.sleep(0.3)          # the client idles by itself meanwhile
+            await c.pause(1)
+            await asyncio.sleep(0.3)
+            assert (await c.status())["state"] == "pause"
+            await c.setvol(30)
+            await c.seekcur(12.5)
+            await asyncio.sleep(0.3)
+            s = await c.status()
+            assert s["volume"] == "30" and abs(float(s["elapsed"]) - 12.5) < 0.1, s
+            await c.pause(0)
+            c.disconnect()
+        asyncio.run(main())
+        c = SyncClient()
+        c.connect(SOCK)
+        c.command_list_ok_begin()
+        c.status(); c.currentsong(); c.setvol(45)
+        r = c.command_list_end()
+        assert len(r) == 3 and r[0]["volume"] == "30" and r[1]["title"] == "Ninety", r
+        try:
+            c.playid(999)
+            raise SystemExit("no error for a missing song id")
+        except CommandError as e:
+            assert "No such song" in str(e), e
+        print("ok", c.status()["volume"])
+        c.close(); c.disconnect()
+        """
+        let path = h.dir + "/client.py"
+        try script.write(toFile: path, atomically: true, encoding: .utf8)
+        let r = try Shell.run([python, path, h.dir + "/mpd.sock"])
+        let out = String(decoding: r.stdout, as: UTF8.self)
+        #expect(r.status == 0 && out == "ok 45\n", "\(out) \(r.stderr)")
+        #expect(h.terminate().status == 0)
+    }
+
+    /// Malformed, overlong and unknown input gets MPD's answer, never a crash; and the
+    /// TCP listener, when configured, speaks the same.
+    @Test func badInputGetsMPDsAnswers() throws {
+        let port = 20_000 + Int(getpid() % 20_000)
+        let h = try DaemonHarness(extraConfig: "[mpd]\ntcp = \"127.0.0.1:\(port)\"\npassword = \"\"")
+        try h.start()
+        let tcp = try Shell.run(["mpc", "-h", "127.0.0.1", "-p", "\(port)", "status"])
+        #expect(tcp.status == 0 && String(decoding: tcp.stdout, as: UTF8.self).contains("volume:"), "TCP: \(tcp.stderr)")
+        let c = try LineClient(path: h.dir + "/mpd.sock")
+        #expect(c.readLine(timeoutMillis: 2000)?.hasPrefix("OK MPD 0.23") == true)
+        #expect(c.send("frobnicate"))
+        #expect(c.readLine(timeoutMillis: 2000) == "ACK [5@0] {frobnicate} unknown command \"frobnicate\"")
+        #expect(c.send("setvol \"abc\""))
+        #expect(c.readLine(timeoutMillis: 2000) == "ACK [2@0] {setvol} Integer expected: abc")
+        #expect(c.send("playid \"77\""))
+        #expect(c.readLine(timeoutMillis: 2000) == "ACK [50@0] {playid} No such song")
+        #expect(c.send("ping"))
+        #expect(c.readLine(timeoutMillis: 2000) == "OK")
+        // An overlong line closes that connection only.
+        let big = try LineClient(path: h.dir + "/mpd.sock")
+        _ = big.readLine(timeoutMillis: 2000)
+        _ = big.send(String(repeating: "a", count: 100_000))
+        #expect(big.readLine(timeoutMillis: 2000) == nil)
+        #expect(c.send("ping") && c.readLine(timeoutMillis: 2000) == "OK", "other connections are fine")
+        #expect(h.request("ping")?["ok"]?.boolValue == true)
+        #expect(h.terminate().status == 0)
+    }
+}
