@@ -193,12 +193,7 @@ extension Daemon {
             }
             if let d = t.durationSeconds { lines += ["Time: \(Int(d.rounded()))", "duration: \(Self.decimals(d))"] }
         } else {
-            let p = probeCache[file] ?? {
-                let p = AudioDecoder.probe(path: file)
-                let s = (title: p?.tags["title"], artist: p?.tags["artist"], duration: p?.durationSeconds)
-                probeCache[file] = s
-                return s
-            }()
+            let p = probeSummary(file)
             if let t = p.title { lines.append("Title: \(t)") }
             if let a = p.artist { lines.append("Artist: \(a)") }
             if let d = p.duration { lines += ["Time: \(Int(d.rounded()))", "duration: \(Self.decimals(d))"] }
@@ -253,13 +248,7 @@ extension Daemon {
     private func mpdList(_ uri: String) throws -> [String] {
         guard let root = mpdRoot else { return [] }
         let dir = uri.isEmpty ? root : mpdPath(uri)
-        guard let d = opendir(dir) else { throw Failure(.noExist, "No such directory") }
-        var names: [String] = []
-        while let e = readdir(d) {
-            let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            if !name.hasPrefix(".") { names.append(name) }
-        }
-        closedir(d)
+        guard let names = QueueSources.names(in: dir) else { throw Failure(.noExist, "No such directory") }
         var lines: [String] = []
         for name in names.sorted(by: QueueSources.naturalLess) {
             let full = dir + "/" + name

@@ -205,15 +205,19 @@ extension Daemon {
     // MARK: - JSON
 
     private func entryJSON(_ index: Int, _ e: PlayQueue.Entry) -> JSON {
-        let summary = probeCache[e.path] ?? {
-            let p = AudioDecoder.probe(path: e.path)
-            let s = (title: p?.tags["title"], artist: p?.tags["artist"], duration: p?.durationSeconds)
-            probeCache[e.path] = s
-            return s
-        }()
+        let summary = probeSummary(e.path)
         return .obj(("index", .int(Int64(index))), ("entry", .int(Int64(e.id))), ("file", .string(e.path)),
                     ("title", summary.title.map(JSON.string) ?? .null), ("artist", summary.artist.map(JSON.string) ?? .null),
                     ("duration", summary.duration.map(JSON.number) ?? .null), ("current", .bool(index == queue.current)))
+    }
+
+    /// Title, artist and duration of a queued file, probed once and cached.
+    func probeSummary(_ path: String) -> (title: String?, artist: String?, duration: Double?) {
+        if let s = probeCache[path] { return s }
+        let p = AudioDecoder.probe(path: path)
+        let s = (title: p?.tags["title"], artist: p?.tags["artist"], duration: p?.durationSeconds)
+        probeCache[path] = s
+        return s
     }
 
     private func currentJSON() -> [(String, JSON)] {

@@ -180,8 +180,7 @@ final class Encoder {
     }
 
     private func sendStaged(offset: Int, frames: Int) throws(StreamError) {
-        let copy = staged  // `send` must not see `staged` change under it
-        try copy.withUnsafeBufferPointer { (all) throws(StreamError) in
+        try staged.withUnsafeBufferPointer { (all) throws(StreamError) in  // `send` does not touch `staged`
             try send(all.baseAddress! + offset * channels, frames: frames)
         }
     }

@@ -47,16 +47,7 @@ enum QueueSources {
     private static func walk(_ dir: String, _ seen: inout Set<[UInt64]>) -> [String] {
         var st = stat()
         guard stat(dir, &st) == 0, seen.insert([UInt64(st.st_dev), UInt64(st.st_ino)]).inserted,
-              let d = opendir(dir) else { return [] }
-        var names: [String] = []
-        while let e = readdir(d) {
-            let name = withUnsafeBytes(of: e.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            if name.hasPrefix(".") { continue }
-            names.append(name)
-        }
-        closedir(d)
+              let names = names(in: dir) else { return [] }
         var out: [String] = []
         for name in names.sorted(by: naturalLess) {
             let p = dir.hasSuffix("/") ? dir + name : dir + "/" + name
@@ -69,6 +60,18 @@ enum QueueSources {
             }
         }
         return out
+    }
+
+    /// The names in `dir` but hidden ones, unsorted; nil when it cannot be read.
+    static func names(in dir: String) -> [String]? {
+        guard let d = opendir(dir) else { return nil }
+        defer { closedir(d) }
+        var names: [String] = []
+        while let e = readdir(d) {
+            let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if !name.hasPrefix(".") { names.append(name) }
+        }
+        return names
     }
 
     private static func playlist(_ path: String, _ entry: (String) -> String?) throws(Error) -> [String] {
