@@ -15,6 +15,7 @@
 #include <sched.h>
 #include <malloc.h>
 #include <sys/socket.h>
+#include <sys/ioctl.h>
 
 extern int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout, const sigset_t *sigmask);
 extern int accept4(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags);
@@ -77,5 +78,11 @@ static inline int clinux_set_thread_name(pthread_t thread, const char *name) {
 static inline int clinux_request_fifo(int priority) {
     struct sched_param sp = { .sched_priority = priority };
     return pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+}
+/// Bytes waiting in a pipe or FIFO (ioctl FIONREAD, a variadic call Swift cannot make),
+/// or -1.
+static inline int clinux_pipe_queued(int fd) {
+    int n = 0;
+    return ioctl(fd, FIONREAD, &n) == 0 ? n : -1;
 }
 #endif

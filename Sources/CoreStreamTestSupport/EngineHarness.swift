@@ -12,13 +12,20 @@ public final class EngineHarness: @unchecked Sendable {
 
     /// - Parameter paced: pace the capture like a sound card (true) or take audio as
     ///   fast as it comes (false).
-    public init(paced: Bool, bufferMillis: Int = 200, periodMillis: Int = 50, name: String = #function) {
+    public convenience init(paced: Bool, bufferMillis: Int = 200, periodMillis: Int = 50, name: String = #function) {
+        try! self.init(paced: paced, feeds: [], bufferMillis: bufferMillis, periodMillis: periodMillis, name: name)
+    }
+
+    /// With `feeds`: extra outputs (``FeedOutput`` specs), fed with what the capture plays.
+    public init(paced: Bool, feeds: [String], bufferMillis: Int = 200, periodMillis: Int = 50,
+                name: String = #function) throws {
         let safe = name.filter { $0.isLetter || $0.isNumber }
         capturePath = NSTemporaryDirectory() + "playd-capture-\(getpid())-\(safe)-\(UInt32.random(in: 0...UInt32.max)).wav"
         var config = PlaybackEngine.Configuration()
         config.output = "wav:\(capturePath)" + (paced ? "" : "?pace=off")
         config.bufferMillis = bufferMillis
         config.periodMillis = periodMillis
+        config.feeds = try feeds.map { spec throws(StreamError) in try FeedOutput(spec: spec) }
         var logger = Logger(label: "test")
         logger.logLevel = ProcessInfo.processInfo.environment["PLAYD_TEST_LOG"] == "debug" ? .debug : .warning
         let sink = events

@@ -48,6 +48,7 @@ public final class Daemon: @unchecked Sendable {
         ec.periodMillis = config.periodTime
         ec.ringFrames = config.ringFrames
         ec.formatChange = PlaybackEngine.FormatChange(rawValue: config.formatChange) ?? .resample
+        ec.feeds = try config.feeds.map { spec throws(StreamError) in try FeedOutput(spec: spec) }
         let box = EventSink()
         engine = PlaybackEngine(configuration: ec, logger: logger) { event in box.forward(event) }
         var level = LevelSettings()
@@ -114,6 +115,7 @@ public final class Daemon: @unchecked Sendable {
     func publish(_ e: PlaybackEngine.Event) {
         switch e {
         case .trackStarted, .trackEnded, .stateChanged: notifyMPD(["player"])
+        case .outputChanged: notifyMPD(["output"])
         default: break
         }
         let json: JSON
@@ -132,6 +134,9 @@ public final class Daemon: @unchecked Sendable {
             return
         case .loopWrapped(let pass, let remaining):
             json = .obj(("event", .string("loop_wrapped")), ("passes", .int(pass)), ("remaining", remaining.map(JSON.int) ?? .null))
+        case .outputChanged(let name):
+            guard let o = engine.outputs().first(where: { $0.name == name }) else { return }
+            json = .object([("event", .string("output"))] + Self.outputMembers(o))
         }
         server?.broadcast(json)
     }
@@ -175,6 +180,8 @@ public final class Daemon: @unchecked Sendable {
             case "volume": result = try setVolume(req)
             case "mute": result = try setMute(req)
             case "cover": result = try cover()
+            case "outputs": result = [("outputs", .array(engine.outputs().map { .object(Self.outputMembers($0)) }))]
+            case "output": result = try setOutput(req)
             case "subscribe":
                 client.subscribed = true
                 if let t = req["ticks"] {
@@ -344,6 +351,30 @@ public final class Daemon: @unchecked Sendable {
         return [("volume", .int(Int64(level.volume))), ("muted", .bool(level.muted))]
     }
 
+    /// One output as `outputs` and `output` events show it.
+    static func outputMembers(_ o: PlaybackEngine.OutputReport) -> [(String, JSON)] {
+        var m: [(String, JSON)] = [("name", .string(o.name)), ("kind", .string(o.kind)), ("spec", .string(o.spec)),
+                                   ("enabled", .bool(o.enabled)), ("state", .string(o.state)),
+                                   ("format", o.format.map(JSON.string) ?? .null)]
+        if let w = o.framesWritten { m.append(("frames_written", .int(w))) }
+        if let d = o.framesDropped { m.append(("frames_dropped", .int(d))) }
+        m.append(("error", o.error.map(JSON.string) ?? .null))
+        return m
+    }
+
+    private func setOutput(_ req: JSON) throws -> [(String, JSON)] {
+        guard let name = req["name"]?.stringValue, !name.isEmpty else {
+            throw RequestError(.badRequest, "output needs \"name\" (see `outputs`)")
+        }
+        guard let on = req["enabled"]?.boolValue else {
+            throw RequestError(.badRequest, "output needs \"enabled\": true or false")
+        }
+        try engine.setOutputEnabled(name, on)
+        saveState()
+        guard let o = engine.outputs().first(where: { $0.name == name }) else { return [] }
+        return Self.outputMembers(o)
+    }
+
     /// The current track's embedded cover art, Base64 in `data` (`cover` null when none).
     private func cover() throws -> [(String, JSON)] {
         let s = engine.status()
@@ -463,7 +494,8 @@ public final class Daemon: @unchecked Sendable {
         if let c = s.loopRemaining { loop?.count = Int(c) }
         let state = SavedState(file: s.track?.path, positionFrames: s.positionFrames, sampleRate: s.track?.sampleRate,
                                state: s.state.rawValue, loop: loop, direction: s.direction,
-                               volume: currentLevel().volume, muted: s.level.muted, queue: queue)
+                               volume: currentLevel().volume, muted: s.level.muted, queue: queue,
+                               disabledOutputs: engine.outputs().filter { !$0.enabled }.map(\.name))
         do {
             try StateStore.save(state, to: statePath)
         } catch {
@@ -482,6 +514,10 @@ public final class Daemon: @unchecked Sendable {
         guard let st = saved else { return }
         queue = st.queue
         engine.setDirection(st.direction)
+        for name in st.disabledOutputs {
+            // An output no longer configured is forgotten.
+            try? engine.setOutputEnabled(name, false)
+        }
         var level = currentLevel()
         // A hardware mixer keeps its own level (others may set it); the software one is ours.
         if hardwareMixer == nil { level.volume = st.volume }

@@ -18,6 +18,9 @@ public struct DaemonConfig: Sendable, Equatable {
     public var outputDevice = "auto"
     /// `output.fallback`: ALSA devices tried after `output.device`, in order.
     public var outputFallback: [String] = []
+    /// `output.feeds`: extra outputs fed with what the local output plays
+    /// (`fifo:PATH[?format=48000:16:2&name=NAME]`, for Snapcast).
+    public var feeds: [String] = []
     /// `output.buffer_time`, `output.period_time`: milliseconds.
     public var bufferTime = 500
     public var periodTime = 125
@@ -108,6 +111,17 @@ public struct DaemonConfig: Sendable, Equatable {
             case "control.socket_group": socketGroup = try string()
             case "output.device": outputDevice = try string()
             case "output.fallback": outputFallback = try strings()
+            case "output.feeds":
+                let specs = try strings()
+                var names: Set<String> = [PlaybackEngine.localOutputName]
+                for spec in specs {
+                    let name: String
+                    do { name = try FeedOutput.parse(spec: spec).name } catch { throw fail(error.message) }
+                    guard names.insert(name).inserted else {
+                        throw fail("two outputs are named '\(name)': give each feed its own ?name=")
+                    }
+                }
+                feeds = specs
             case "output.buffer_time": bufferTime = try int(10...10_000)
             case "output.period_time": periodTime = try int(1...10_000)
             case "engine.ring_frames": ringFrames = try int(4096...(1 << 24))

@@ -11,10 +11,10 @@ extension Daemon {
     typealias Failure = MPDSession.Failure
 
     static let mpdCommands = ["add", "addid", "clear", "close", "commands", "consume", "currentsong", "decoders", "delete",
-                              "deleteid", "idle", "listplaylists", "load", "lsinfo", "move", "next", "noidle", "notcommands",
+                              "deleteid", "disableoutput", "enableoutput", "idle", "listplaylists", "load", "lsinfo", "move", "next", "noidle", "notcommands",
                               "outputs", "password", "pause", "ping", "play", "playid", "playlistid", "playlistinfo",
                               "plchanges", "previous", "random", "repeat", "seek", "seekcur", "seekid", "setvol", "single",
-                              "stats", "status", "stop", "tagtypes", "urlhandlers", "volume"]
+                              "stats", "status", "stop", "tagtypes", "toggleoutput", "urlhandlers", "volume"]
 
     func mpdExecute(_ command: String, _ args: [String]) throws(Failure) -> [String] {
         do {
@@ -134,9 +134,18 @@ extension Daemon {
             queue.add(try QueueSources.expand(mpdPath(a[0])))
             queueChanged()
         case "outputs":
-            let device = engine.status().output?.device ?? config.outputDevice
-            return ["outputid: 0", "outputname: \(device)", "plugin: \(device.hasPrefix("wav") || device.hasPrefix("null") ? "null" : "alsa")",
-                    "outputenabled: 1"]
+            try count(0...0)
+            return engine.outputs().enumerated().flatMap { i, o in
+                ["outputid: \(i)", "outputname: \(o.name)", "plugin: \(o.kind)", "outputenabled: \(o.enabled ? 1 : 0)"]
+            }
+        case "enableoutput", "disableoutput", "toggleoutput":
+            try count(1...1)
+            let list = engine.outputs()
+            let i = try int(0)
+            guard i >= 0 && i < list.count else { throw Failure(.noExist, "No such audio output") }
+            let on = command == "enableoutput" ? true : command == "disableoutput" ? false : !list[i].enabled
+            try engine.setOutputEnabled(list[i].name, on)
+            saveState()
         case "commands": return Self.mpdCommands.map { "command: \($0)" }
         case "notcommands": return []
         case "tagtypes": return ["Artist", "Album", "AlbumArtist", "Title", "Track", "Disc", "Date", "Genre"].map { "tagtype: \($0)" }

@@ -16,6 +16,8 @@ struct SavedState {
     var volume: Int
     var muted = false
     var queue = PlayQueue()
+    /// Outputs switched off with `output`/`disableoutput`, by name.
+    var disabledOutputs: [String] = []
 
     var json: JSON {
         .obj(("version", .int(1)), ("file", file.map(JSON.string) ?? .null), ("position_frames", .int(positionFrames)),
@@ -24,6 +26,7 @@ struct SavedState {
                                       ("count", $0.count.map(JSON.int) ?? .null), ("ping_pong", .bool($0.pingPong))) } ?? .null),
              ("direction", .string(direction.rawValue)),
              ("volume", .int(volume)), ("muted", .bool(muted)),
+             ("disabled_outputs", .array(disabledOutputs.map(JSON.string))),
              ("queue", .obj(("entries", .array(queue.entries.map { .obj(("id", .int(Int64($0.id))), ("file", .string($0.path))) })),
                             ("current", queue.current.map { JSON.int(Int64($0)) } ?? .null),
                             ("repeat", .string(queue.repeatMode.rawValue)), ("shuffle", .bool(queue.shuffle)),
@@ -94,6 +97,7 @@ enum StateStore {
                           sampleRate: j["sample_rate"]?.numberValue.map { Int($0) }, state: state,
                           loop: loop, direction: direction,
                           volume: Int(min(100, max(0, j["volume"]?.numberValue ?? 100))),
-                          muted: j["muted"]?.boolValue ?? false, queue: queue)
+                          muted: j["muted"]?.boolValue ?? false, queue: queue,
+                          disabledOutputs: j["disabled_outputs"]?.arrayValue?.compactMap(\.stringValue) ?? [])
     }
 }

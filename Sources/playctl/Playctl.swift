@@ -16,7 +16,7 @@ struct Playctl: ParsableCommand {
         """,
         version: "0.2.0",
         subcommands: [Play.self, Pause.self, Resume.self, Toggle.self, Stop.self, Seek.self, Loop.self, Direction.self,
-                      Volume.self, Mute.self, Unmute.self, Cover.self,
+                      Volume.self, Mute.self, Unmute.self, Cover.self, Outputs.self, Output.self,
                       Add.self, Insert.self, Remove.self, Move.self, Clear.self, Queue.self, Next.self, Prev.self,
                       RepeatMode.self, Shuffle.self, Consume.self, Export.self,
                       Status.self, Watch.self, Ping.self])
@@ -364,6 +364,54 @@ struct Cover: ParsableCommand {
         fclose(f)
         guard written == bytes.count else { fail("\(path): short write", code: 1) }
         print("\(path): \(mime), \(bytes.count) bytes")
+    }
+}
+
+struct Outputs: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List the outputs: the local device and the feeds (Snapcast FIFOs).")
+    @OptionGroup var connection: Connection
+    func run() throws {
+        let r = try connection.send("outputs")
+        if connection.json { return }
+        for o in r["outputs"]?.arrayValue ?? [] {
+            print(OutputView.render(o))
+        }
+    }
+}
+
+struct Output: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Enable or disable an output by name (see `playctl outputs`).",
+        discussion: "A disabled feed gets nothing and closes its FIFO. The disabled local output stays open, silent, as the clock that paces the feeds.")
+    enum Action: String, ExpressibleByArgument, CaseIterable { case enable, disable }
+    @OptionGroup var connection: Connection
+    @Argument(help: "enable or disable.") var action: Action
+    @Argument(help: "The output's name, e.g. local or snapcast.") var name: String
+    func run() throws {
+        let r = try connection.send("output", [("name", .string(name)), ("enabled", .bool(action == .enable))])
+        if !connection.json { print(OutputView.render(r)) }
+    }
+}
+
+enum OutputView {
+    static func pad(_ s: String, _ width: Int) -> String {
+        s.count >= width ? s : s + String(repeating: " ", count: width - s.count)
+    }
+
+    /// `snapcast  fifo  on   writing   48000:16:2  written 1.2 M  dropped 0  (fifo:/tmp/snapfifo)`
+    static func render(_ o: JSON) -> String {
+        var line = pad(o["name"]?.stringValue ?? "?", 10)
+        line += " " + pad(o["kind"]?.stringValue ?? "?", 5)
+        line += " " + (o["enabled"]?.boolValue == true ? "on " : "off")
+        line += " " + pad(o["state"]?.stringValue ?? "?", 9)
+        line += " " + (o["format"]?.stringValue ?? "-")
+        if let w = o["frames_written"]?.numberValue, let d = o["frames_dropped"]?.numberValue {
+            line += "  written \(Int(w)) dropped \(Int(d)) frames"
+        }
+        line += "  (\(o["spec"]?.stringValue ?? ""))"
+        if let e = o["error"]?.stringValue { line += "\n  error: \(e)" }
+        return line
     }
 }
 

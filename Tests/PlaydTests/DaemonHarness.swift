@@ -21,7 +21,9 @@ final class DaemonHarness {
     private(set) var log: String { get { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" } set {} }
     private let logPath: String
 
-    init(extraConfig: String = "", output: String? = nil, name: String = #function) throws {
+    /// `outputKeys`: more lines for the `[output]` table (e.g. `feeds = [...]`); `$DIR`
+    /// in it stands for the harness's folder.
+    init(extraConfig: String = "", output: String? = nil, outputKeys: String = "", name: String = #function) throws {
         let safe = name.filter { $0.isLetter || $0.isNumber }
         dir = NSTemporaryDirectory() + "playd-it-\(getpid())-\(safe)-\(UInt16.random(in: 0...UInt16.max))"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -36,6 +38,7 @@ final class DaemonHarness {
         socket = "\(socket)"
         [output]
         device = "\(out)"
+        \(outputKeys.replacingOccurrences(of: "$DIR", with: dir))
         [state]
         file = "\(stateFile)"
         save_interval = 1

@@ -99,6 +99,11 @@ struct ConfigTests {
         ("[output]\n[output]", "line 2: table [output] defined twice"),
         ("[log]\nlevel = \"loud\"", "line 2: log.level"),
         ("[output]\nfallback = [1]", "line 2: output.fallback"),
+        ("[output]\nfeeds = [\"fifo:snapfifo\"]", "line 2: output.feeds: feed fifo:snapfifo: the FIFO path must be absolute"),
+        ("[output]\nfeeds = [\"fifo:/tmp/a\", \"fifo:/tmp/b\"]", "two outputs are named 'fifo'"),
+        ("[output]\nfeeds = [\"fifo:/tmp/a?name=local\"]", "two outputs are named 'local'"),
+        ("[output]\nfeeds = [\"fifo:/tmp/a?format=48000:24:2\"]", "bits must be 16 or 32"),
+        ("[output]\nfeeds = [\"http://x\"]", "unknown kind"),
     ])
     func refusesWithKeyAndLine(_ text: String, _ expected: String) {
         do {

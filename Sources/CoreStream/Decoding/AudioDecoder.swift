@@ -441,23 +441,12 @@ public final class AudioDecoder {
         }
         defer { av_channel_layout_uninit(&outLayout) }
         var swr: OpaquePointer?
-        var ret = swr_alloc_set_opts2(&swr, &outLayout, AV_SAMPLE_FMT_FLT, Int32(outputFormat.sampleRate),
+        let ret = swr_alloc_set_opts2(&swr, &outLayout, AV_SAMPLE_FMT_FLT, Int32(outputFormat.sampleRate),
                                       &inLayout, cc.pointee.sample_fmt, cc.pointee.sample_rate, 0, nil)
         guard ret >= 0, let s = swr else {
             throw FFmpegCall.error(.unsupportedFormat, file: info.path, call: "swr_alloc_set_opts2", ret)
         }
-        if inLayout.nb_channels == 1 && outputFormat.channels > 1 {
-            // Mono to N: every output channel carries the mono signal at full level, as
-            // MPD does (swresample's default would mix the centre in at -3 dB).
-            var matrix = [Double](repeating: 1, count: outputFormat.channels)
-            swr_set_matrix(s, &matrix, 1)
-        }
-        ret = swr_init(s)
-        guard ret >= 0 else {
-            var f: OpaquePointer? = s
-            swr_free(&f)
-            throw FFmpegCall.error(.unsupportedFormat, file: info.path, call: "swr_init", ret)
-        }
+        try FFmpegCall.initResampler(s, inChannels: Int(inLayout.nb_channels), outChannels: outputFormat.channels, file: info.path)
         resampler = s
         resamplerDrained = false
         resamplerFlushedAtLimit = false

@@ -20,6 +20,22 @@ enum FFmpegCall {
         StreamError(code, "\(file): \(call)() failed: \(describe(ret))")
     }
 
+    /// Finishes a resampler made by `swr_alloc_set_opts2`: mono to N channels at full
+    /// level on every channel (as MPD; swresample's default mixes at −3 dB), then
+    /// `swr_init`. Frees it and throws when `swr_init` fails.
+    static func initResampler(_ swr: OpaquePointer, inChannels: Int, outChannels: Int, file: String) throws(StreamError) {
+        if inChannels == 1 && outChannels > 1 {
+            var matrix = [Double](repeating: 1, count: outChannels)
+            swr_set_matrix(swr, &matrix, 1)
+        }
+        let ret = swr_init(swr)
+        guard ret >= 0 else {
+            var f: OpaquePointer? = swr
+            swr_free(&f)
+            throw error(.unsupportedFormat, file: file, call: "swr_init", ret)
+        }
+    }
+
     /// Silences libav*'s own logging once per process; playd reports errors itself.
     static let quietLogging: Void = { cffmpeg_set_log_quiet() }()
 }

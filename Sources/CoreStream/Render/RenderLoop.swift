@@ -63,7 +63,18 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     private var drainDeadline: UInt64 = 0
     private var publishCountdown = 0
 
-    init(shared: RenderShared, output: Output, format: NegotiatedFormat) {
+    // Feeds (``FeedOutput``): a copy of every frame written to the device, indexed by
+    // device frame (`deviceWritten`), so frames can be passed on when the device has
+    // played them. Only allocated when there are feeds.
+    private let feeds: ContiguousArray<FeedOutput>
+    private let played: UnsafeMutablePointer<Float>?
+    /// Frames `played` holds, a power of two ≥ the device buffer plus a period.
+    private let playedCapacity: Int
+    /// Device frames up to here have been passed on to the feeds (or skipped: dropped
+    /// by the device, never heard).
+    private var fedUpTo = 0
+
+    init(shared: RenderShared, output: Output, format: NegotiatedFormat, feeds: [FeedOutput] = []) {
         self.shared = shared
         self.output = output
         self.format = format
@@ -87,9 +98,20 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         ackedFlush = shared.flushAck.load(ordering: .relaxed)
         ackedSplice = shared.spliceAck.load(ordering: .relaxed)
         spliceKeep = max(format.periodFrames, format.pcm.sampleRate / 10)
+        self.feeds = ContiguousArray(feeds)
+        var cap = 1
+        while cap < format.bufferFrames + 2 * format.periodFrames { cap <<= 1 }
+        playedCapacity = cap
+        if feeds.isEmpty {
+            played = nil
+        } else {
+            played = .allocate(capacity: cap * format.pcm.channels)
+            played!.initialize(repeating: 0, count: cap * format.pcm.channels)
+        }
     }
 
     deinit {
+        played?.deallocate()
         mix.deallocate()
         device.deallocate()
         history.deallocate()
@@ -131,14 +153,21 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
                 }
             }
         }
+        dropDevice()
+    }
+
+    /// Drops what the device has queued, after passing on to the feeds what it played.
+    private mutating func dropDevice() {
+        feedPlayed()
         output.drop()
+        fedUpTo = deviceWritten  // the dropped frames were never heard
     }
 
     /// Drops everything on a flush request from the reader (seek, stop, new track).
     private mutating func handleFlush() -> Bool {
         let request = shared.flushRequest.load(ordering: .acquiring)  // see the reader's state before its request
         guard request != ackedFlush else { return false }
-        output.drop()
+        dropDevice()
         shared.ring.discardAll()
         shared.markers.removeAll()
         // The old audio is gone: a new stream starts at the level already set for it
@@ -299,7 +328,12 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             (mix + fromRing * channels).update(repeating: 0, count: (frames - fromRing) * channels)
         }
         applyGain(frames: fromRing)
+        if let p = played { keepPlayedCopy(p, frames: frames) }
         convert(frames: frames)
+        if shared.localMuted.load(ordering: .relaxed) {
+            // The local output is disabled: it stays open as the feeds' clock, silent.
+            device.initializeMemory(as: UInt8.self, repeating: 0, count: frames * channels * format.sampleFormat.bytesPerSample)
+        }
         var done = 0
         while done < frames {
             let n = output.write(device + done * channels * format.sampleFormat.bytesPerSample, frames: frames - done)
@@ -315,6 +349,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         }
         if fromRing > 0 { record(ring: ringStart, length: fromRing) }
         if done > fromRing { record(ring: -1, length: done - fromRing) }
+        feedPlayed()
         if fromRing < frames { gain = 0 }  // after an underrun, come back with a ramp
         // The device delay costs a lock round in some plugins (pulse): publish the heard
         // position on the first write after a change and then every 4th period; readers
@@ -329,6 +364,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     /// Pause: take back what the device has queued but not played (when it can rewind),
     /// ramp out over 5 ms from the frame being heard, and stop.
     private mutating func pause() {
+        feedPlayed()
         let rewindable = output.rewindable()
         if rewindable > 0 {
             // Leave ~1 ms the hardware may already be fetching.
@@ -356,10 +392,11 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             if queued > 0 {
                 let ns = Int(FrameTime.rescale(Int64(queued), 1_000_000_000, Int64(format.pcm.sampleRate)))
                 EventFD.wait(shared.renderWake, timeoutNanoseconds: ns + 1_000_000)
+                feedPlayed()
                 publishHeard(advancing: false)
                 return
             }
-            output.drop()
+            dropDevice()
             pausedDeviceIdle = true
             publishHeard(advancing: false)
         }
@@ -379,11 +416,12 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         if queued > 0 && now < drainDeadline {
             let ns = Int(FrameTime.rescale(Int64(queued), 1_000_000_000, Int64(format.pcm.sampleRate)))
             EventFD.wait(shared.renderWake, timeoutNanoseconds: min(ns + 1_000_000, 100_000_000))
+            feedPlayed()
             publishHeard(advancing: true)
             return
         }
         drainDeadline = 0
-        output.drop()
+        dropDevice()
         publishHeard(advancing: false)
         shared.endedGeneration.store(generation, ordering: .releasing)
         state = .starting
@@ -397,6 +435,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         if error == -Int(EPIPE) { shared.deviceXruns.add(1, ordering: .relaxed) }
         if error == -Int(ESTRPIPE) { shared.suspends.add(1, ordering: .relaxed) }
         let r = output.recover(error)
+        fedUpTo = deviceWritten  // a restarted device lost its queue
         if r == 0 {
             gain = 0  // restart from silence with a ramp
             return true
@@ -457,6 +496,47 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         case .int16:
             SampleConversion.toInt16(mix, device.assumingMemoryBound(to: Int16.self), count: n)
         }
+    }
+
+    // MARK: - Feeds
+
+    /// Keeps the frames about to be written at their device frame index.
+    @inline(__always)
+    private func keepPlayedCopy(_ p: UnsafeMutablePointer<Float>, frames: Int) {
+        var done = 0
+        while done < frames {
+            let slot = (deviceWritten + done) & (playedCapacity - 1)
+            let n = min(frames - done, playedCapacity - slot)
+            (p + slot * channels).update(from: mix + done * channels, count: n * channels)
+            done += n
+        }
+    }
+
+    /// Passes the frames the device has played since the last call on to the feeds.
+    private mutating func feedPlayed() {
+        guard let p = played else { return }
+        let queued = max(0, output.delay())
+        let heard = max(0, deviceWritten - queued)
+        if fedUpTo > deviceWritten { fedUpTo = deviceWritten }  // rewound below (cannot happen: rewinds take unplayed frames)
+        if deviceWritten - fedUpTo > playedCapacity - format.periodFrames {
+            fedUpTo = deviceWritten - (playedCapacity - format.periodFrames)  // overwritten already
+        }
+        guard heard > fedUpTo else { return }
+        var i = 0
+        while i < feeds.count {
+            let feed = feeds[i]
+            i += 1
+            guard feed.enabled.load(ordering: .relaxed) else { continue }
+            var at = fedUpTo
+            while at < heard {
+                let slot = at & (playedCapacity - 1)
+                let n = min(heard - at, playedCapacity - slot)
+                feed.push(p + slot * channels, frames: n)
+                at += n
+            }
+            EventFD.signal(feed.wake)
+        }
+        fedUpTo = heard
     }
 
     // MARK: - Where frames came from

@@ -176,6 +176,10 @@ public final class RenderShared: @unchecked Sendable {
     public let replayGain = Atomic<UInt32>(Float(1).bitPattern)
     public let nextReplayGain = Atomic<UInt32>(Float(1).bitPattern)
     public let nextGeneration = Atomic<UInt64>(UInt64.max)
+    /// The local output is disabled: render writes silence to it, keeping it open as
+    /// the clock that paces the feeds. Written by the control side (relaxed: a plain
+    /// flag read once per period).
+    public let localMuted = Atomic<Bool>(false)
     /// Set by the control side to end the render thread.
     public let quit = Atomic<Bool>(false)
     /// Set by render (relaxed) while it waits for data, so the reader knows to wake it.

@@ -38,6 +38,9 @@ public final class PlaybackEngine: @unchecked Sendable {
         /// A queued next track in another rate or channel count: resample it to the
         /// running format (gapless), or let it start after the device reopens (a gap).
         public var formatChange: FormatChange = .resample
+        /// Extra outputs fed with what the local output plays (Snapcast FIFOs). The
+        /// engine starts their threads and stops them at shutdown.
+        public var feeds: [FeedOutput] = []
         public init() {}
     }
 
@@ -65,7 +68,30 @@ public final class PlaybackEngine: @unchecked Sendable {
         /// A track queued with ``setNext(path:)`` is being heard, with no gap after
         /// `from` (sent after that track's `trackEnded` and this one's `trackStarted`).
         case gaplessTransition(from: String, to: TrackInfo)
+        /// An output was enabled or disabled, or a feed's reader came or went.
+        case outputChanged(name: String)
     }
+
+    /// One output as `outputs` lists it: the local one first, then the feeds.
+    public struct OutputReport: Sendable {
+        public var name: String
+        /// `alsa`, `null`, `wav` or `fifo`.
+        public var kind: String
+        /// The spec it was made from.
+        public var spec: String
+        public var enabled: Bool
+        /// Local: `open` or `closed`; a feed: its ``FeedState`` name.
+        public var state: String
+        /// What it runs at: the negotiated device format, or the feed's `rate:bits:channels`.
+        public var format: String?
+        /// Feeds: frames written to and dropped at the FIFO (in the feed's format).
+        public var framesWritten: Int?
+        public var framesDropped: Int?
+        public var error: String?
+    }
+
+    /// The name of the local output in ``outputs()``.
+    public static let localOutputName = "local"
 
     public struct Status: Sendable {
         public var state: Transport.State
@@ -174,6 +200,9 @@ public final class PlaybackEngine: @unchecked Sendable {
         let reader = ReaderState(shared: shared, chunk: 4096)
         let handoff = Handoff((reader, self))
         readerThread = PThread(name: "playd-reader") { handoff.value.1.readerMain(handoff.value.0) }
+        for feed in configuration.feeds {
+            feed.start { [onEvent] name in onEvent(.outputChanged(name: name)) }
+        }
     }
 
     deinit {
@@ -461,6 +490,46 @@ public final class PlaybackEngine: @unchecked Sendable {
             c.output?.close()
             c.output = nil
         }
+        for feed in configuration.feeds { feed.stop() }
+    }
+
+    // MARK: - Outputs
+
+    /// The local output and the feeds, with their state and counters. Thread: any.
+    public func outputs() -> [OutputReport] {
+        let (negotiated, spec) = control.withLock { c in
+            (c.negotiated, c.usingNullFallback ? "null" : configuration.output)
+        }
+        let kind = spec == "auto" ? "alsa" : String(spec.prefix { $0 != ":" && $0 != "?" })
+        var list = [OutputReport(name: Self.localOutputName, kind: kind, spec: spec,
+                                 enabled: !shared.localMuted.load(ordering: .relaxed),
+                                 state: negotiated == nil ? "closed" : "open",
+                                 format: negotiated?.description)]
+        for f in configuration.feeds {
+            list.append(OutputReport(name: f.name, kind: "fifo", spec: f.spec, enabled: f.isEnabled,
+                                     state: f.state.name, format: f.format.description,
+                                     framesWritten: f.framesWritten, framesDropped: f.framesDropped,
+                                     error: f.lastError))
+        }
+        return list
+    }
+
+    /// Enables or disables an output by name. A disabled feed gets nothing and closes
+    /// its FIFO; the disabled local output stays open, silent, as the clock that paces
+    /// the feeds (configure `null` as the device to leave the sound card alone).
+    /// Thread: any.
+    public func setOutputEnabled(_ name: String, _ on: Bool) throws(StreamError) {
+        if name == Self.localOutputName {
+            guard shared.localMuted.exchange(!on, ordering: .relaxed) == on else { return }
+        } else if let f = configuration.feeds.first(where: { $0.name == name }) {
+            guard f.isEnabled != on else { return }
+            f.setEnabled(on)
+        } else {
+            let names = ([Self.localOutputName] + configuration.feeds.map(\.name)).joined(separator: ", ")
+            throw StreamError(.invalidArgument, "no output named '\(name)' (outputs: \(names))")
+        }
+        logger.info("output \(on ? "enabled" : "disabled")", metadata: ["output.name": "\(name)"])
+        onEvent(.outputChanged(name: name))
     }
 
     // MARK: - Control helpers (called with `control` held)
@@ -537,10 +606,11 @@ public final class PlaybackEngine: @unchecked Sendable {
         c.negotiated = negotiated
         c.requestedFormat = format
         c.requestedSampleFormat = width
-        let h = Handoff((shared, output!, negotiated))
+        for feed in configuration.feeds { feed.configure(input: negotiated.pcm, periodFrames: negotiated.periodFrames) }
+        let h = Handoff((shared, output!, negotiated, configuration.feeds))
         c.renderThread = PThread(name: "playd-render") {
-            let (shared, out, fmt) = h.value
-            Self.runRender(shared: shared, output: out, format: fmt)
+            let (shared, out, fmt, feeds) = h.value
+            Self.runRender(shared: shared, output: out, format: fmt, feeds: feeds)
         }
         // Report the scheduling result from here, never from the render thread.
         let deadline = monotonicNanoseconds() + 100_000_000
@@ -556,8 +626,9 @@ public final class PlaybackEngine: @unchecked Sendable {
         }
     }
 
-    private static func runRender<O: AudioOutput>(shared: RenderShared, output: O, format: NegotiatedFormat) {
-        var loop = RenderLoop(shared: shared, output: output, format: format)
+    private static func runRender<O: AudioOutput>(shared: RenderShared, output: O, format: NegotiatedFormat,
+                                                  feeds: [FeedOutput]) {
+        var loop = RenderLoop(shared: shared, output: output, format: format, feeds: feeds)
         loop.run()
     }
 

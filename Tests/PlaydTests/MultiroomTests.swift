@@ -1,0 +1,253 @@
+import Foundation
+import Testing
+import PlaydProtocol
+import CoreStreamTestSupport
+
+/// playd feeding a real Snapcast: snapserver on loopback reads playd's FIFO (a `pipe://`
+/// source), a snapclient renders to a raw file with its `file` player. What the client
+/// rendered is checked for frequency, level, length and gaps; snapserver is killed and
+/// restarted mid-play.
+@Suite("Multi-room: playd → snapserver → snapclient", .serialized)
+struct MultiroomTests {
+    /// snapserver and snapclient on loopback ports of their own, in the harness folder.
+    final class Snapcast {
+        let dir: String
+        let fifo: String
+        let port: Int
+        let rendered: String
+        private(set) var server: Process?
+        private(set) var client: Process?
+
+        init(dir: String) {
+            self.dir = dir
+            fifo = dir + "/snapfifo"
+            rendered = dir + "/client.raw"
+            port = Int.random(in: 20_000...40_000) & ~1
+        }
+
+        /// Runs `argv` with SIGTERM and SIGINT unblocked (a test runner's child inherits
+        /// them blocked), logging to `log`.
+        private func spawn(_ argv: [String], log: String) throws -> Process {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            p.arguments = ["-c", "import os, signal, sys; signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT}); os.execvp(sys.argv[1], sys.argv[1:])"] + argv
+            FileManager.default.createFile(atPath: log, contents: nil)
+            let h = FileHandle(forWritingAtPath: log)!
+            h.seekToEndOfFile()
+            p.standardOutput = h
+            p.standardError = h
+            p.standardInput = FileHandle.nullDevice
+            try p.run()
+            return p
+        }
+
+        func startServer() throws {
+            let conf = dir + "/snapserver.conf"
+            try """
+            [server]
+            datadir = \(dir)
+            [http]
+            enabled = false
+            [tcp]
+            bind_to_address = 127.0.0.1
+            port = \(port + 1)
+            [stream]
+            bind_to_address = 127.0.0.1
+            port = \(port)
+            source = pipe://\(fifo)?name=playd&mode=create
+            [logging]
+            sink = stderr
+            """.write(toFile: conf, atomically: true, encoding: .utf8)
+            server = try spawn(["snapserver", "-c", conf], log: dir + "/snapserver.log")
+            // Ready when its stream port accepts.
+            let deadline = Date().addingTimeInterval(10)
+            while Date() < deadline {
+                if Self.portOpen(port) { return }
+                usleep(50_000)
+            }
+            throw FixtureError("snapserver did not listen on \(port): \((try? String(contentsOfFile: dir + "/snapserver.log", encoding: .utf8)) ?? "")")
+        }
+
+        func startClient() throws {
+            client = try spawn(["snapclient", "-h", "127.0.0.1", "-p", "\(port)", "--hostID", "playd-test-\(port)",
+                                "--player", "file:filename=\(rendered),mode=a", "--logsink", "stderr"],
+                               log: dir + "/snapclient.log")
+        }
+
+        func killServer() {
+            guard let s = server, s.isRunning else { return }
+            kill(s.processIdentifier, SIGKILL)
+            s.waitUntilExit()
+        }
+
+        func stopClient() {
+            guard let c = client, c.isRunning else { return }
+            c.terminate()
+            c.waitUntilExit()
+        }
+
+        static func portOpen(_ port: Int) -> Bool {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(fd) }
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_port = in_port_t(UInt16(port).bigEndian)
+            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+            return withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            } == 0
+        }
+
+        /// What the client rendered: interleaved 16-bit stereo.
+        func renderedSamples() throws -> [Int16] {
+            let data = try Data(contentsOf: URL(fileURLWithPath: rendered))
+            return data.withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }
+        }
+
+        deinit {
+            stopClient()
+            killServer()
+        }
+    }
+
+    /// Runs of the tone in `samples` (left channel): (first frame, frames), where a run
+    /// is broken by more than `gap` frames in a row below `floor`.
+    static func toneRuns(_ samples: [Int16], floor: Int16 = 1000, gap: Int = 48) -> [(start: Int, length: Int)] {
+        var runs: [(Int, Int)] = []
+        var start = -1, lastLoud = -1
+        let frames = samples.count / 2
+        for f in 0..<frames {
+            if abs(Int(samples[2 * f])) >= Int(floor) {
+                if start < 0 || f - lastLoud > gap {
+                    if start >= 0 { runs.append((start, lastLoud - start + 1)) }
+                    start = f
+                }
+                lastLoud = f
+            }
+        }
+        if start >= 0 { runs.append((start, lastLoud - start + 1)) }
+        return runs.map { (start: $0.0, length: $0.1) }
+    }
+
+    static func tone(_ path: String, seconds: Int) throws {
+        // 1 kHz at −6 dBFS on both channels, 48 kHz: Snapcast's own format, so what the
+        // client renders can be compared without resampling.
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=1000:sample_rate=48000:duration=\(seconds)",
+                          "-af", "volume=1.0,pan=stereo|c0=c0|c1=c0,volume=4.0", "-c:a", "flac", path])
+    }
+
+    @Test func snapclientRendersWhatPlaydPlays() throws {
+        let h = try DaemonHarness(output: "null", outputKeys: #"feeds = ["fifo:$DIR/snapfifo?name=snapcast"]"#)
+        let snap = Snapcast(dir: h.dir)
+        let track = h.dir + "/tone.flac"
+        try Self.tone(track, seconds: 5)
+        try snap.startServer()
+        try snap.startClient()
+        try h.start()
+        usleep(1_000_000)  // the client connects and syncs its clock
+        #expect(h.request("play", ("path", .string(track)))?["ok"]?.boolValue == true)
+        #expect(h.waitFor(seconds: 15) { h.request("status")?["state"]?.stringValue == "stopped" })
+        // Snapcast plays 1 s behind (its buffer); let it finish.
+        usleep(1_800_000)
+        let outputs = h.request("outputs")?["outputs"]?.arrayValue ?? []
+        let feed = try #require(outputs.first { $0["name"]?.stringValue == "snapcast" })
+        snap.stopClient()
+        let status = try #require(h.request("status"))
+        #expect(status["underruns"]?.numberValue == 0)
+        #expect(feed["frames_dropped"]?.numberValue == 0, "\(feed.text)")
+        #expect(feed["frames_written"]?.numberValue.map { Int($0) } == 5 * 48000, "\(feed.text)")
+
+        let samples = try snap.renderedSamples()
+        let runs = Self.toneRuns(samples)
+        #expect(runs.count == 1, "the tone arrived in \(runs.count) pieces: \(runs.prefix(5)) — a gap")
+        let run = try #require(runs.max { $0.length < $1.length })
+        // Length: 5 s, within what Snapcast's clock sync may stretch (< 0.5 %).
+        #expect(abs(run.length - 5 * 48000) <= 48000 * 5 / 200, "the tone lasted \(run.length) frames")
+        let left = stride(from: 2 * run.start, to: 2 * (run.start + run.length), by: 2).map { Double(samples[$0]) }
+        // Frequency: rising zero crossings per second.
+        var crossings = 0
+        for i in 1..<left.count where left[i - 1] < 0 && left[i] >= 0 { crossings += 1 }
+        let hz = Double(crossings) / (Double(left.count) / 48000)
+        #expect(abs(hz - 1000) < 5, "frequency \(hz) Hz")
+        // Level: the tone's RMS, −6 dBFS peak → 0.5/√2 of full scale, within 0.5 dB.
+        let rms = (left.reduce(0) { $0 + $1 * $1 } / Double(left.count)).squareRoot()
+        let expected = 0.5 / 2.0.squareRoot() * 32768
+        #expect(abs(20 * log10(rms / expected)) < 0.5, "RMS \(rms), expected \(expected)")
+        // No glitch inside: no two consecutive samples further apart than a 1 kHz sine
+        // at this level can step (2π·1000/48000 × 16384 ≈ 2145).
+        var worstStep = 0.0
+        for i in 1..<left.count { worstStep = max(worstStep, abs(left[i] - left[i - 1])) }
+        #expect(worstStep < 2300, "a step of \(worstStep) inside the tone: a glitch")
+        _ = h.terminate()
+    }
+
+    @Test func snapserverKilledMidPlayAndBack() throws {
+        let h = try DaemonHarness(outputKeys: #"feeds = ["fifo:$DIR/snapfifo?name=snapcast"]"#)
+        let snap = Snapcast(dir: h.dir)
+        let track = h.dir + "/tone.flac"
+        try Self.tone(track, seconds: 9)
+        try snap.startServer()
+        try snap.startClient()
+        try h.start()
+        usleep(1_000_000)
+        #expect(h.request("play", ("path", .string(track)))?["ok"]?.boolValue == true)
+        usleep(2_000_000)
+        func feed() -> JSON? { h.request("outputs")?["outputs"]?.arrayValue?.first { $0["name"]?.stringValue == "snapcast" } }
+        #expect(feed()?["state"]?.stringValue == "writing")
+        snap.killServer()
+        #expect(h.waitFor(seconds: 2) { feed()?["state"]?.stringValue == "no_reader" }, "\(feed()?.text ?? "")")
+        let droppedAtKill = feed()?["frames_dropped"]?.numberValue ?? 0
+        usleep(1_000_000)
+        // playd plays on: nothing blocked, the feed counts what it drops.
+        #expect(h.request("status")?["state"]?.stringValue == "playing")
+        #expect((feed()?["frames_dropped"]?.numberValue ?? 0) > droppedAtKill)
+        try snap.startServer()
+        #expect(h.waitFor(seconds: 3) { feed()?["state"]?.stringValue == "writing" }, "\(feed()?.text ?? "")")
+        #expect(h.waitFor(seconds: 15) { h.request("status")?["state"]?.stringValue == "stopped" })
+        usleep(1_800_000)
+        snap.stopClient()
+        let status = try #require(h.request("status"))
+        #expect(status["underruns"]?.numberValue == 0)
+        _ = h.terminate()
+        // The local output (the harness's paced wav: capture) has the whole track, unbroken.
+        let capture = try WAVFile(path: h.capture)
+        let reference = try Reference.decode(track)
+        #expect(capture.samples == reference, "the local output lost audio while snapserver was away")
+        // The client heard the tone before the kill and again after the restart.
+        let runs = Self.toneRuns(try snap.renderedSamples())
+        #expect(runs.count >= 2, "tone runs: \(runs)")
+        #expect((runs.last?.length ?? 0) >= 48000, "after the restart the client rendered \(runs.last?.length ?? 0) frames")
+    }
+
+    /// `playctl outputs` / `output enable|disable`, MPD's `outputs` / `enableoutput` /
+    /// `disableoutput` through mpc, and the switch remembered across a restart.
+    @Test func outputsAreListedSwitchedAndRemembered() throws {
+        let h = try DaemonHarness(outputKeys: #"feeds = ["fifo:$DIR/snapfifo?name=kitchen"]"#)
+        try h.start()
+        var (st, out, err) = try h.playctl("outputs")
+        #expect(st == 0)
+        #expect(out.contains("local") && out.contains("kitchen") && out.contains("48000:16:2"), "\(out)")
+        (st, out, err) = try h.playctl("output", "disable", "kitchen")
+        #expect(st == 0, "\(err)")
+        (st, _, err) = try h.playctl("output", "disable", "attic")
+        #expect(st == 1)
+        #expect(err.contains("no output named 'attic'"), "\(err)")
+        let listed = h.request("outputs")?["outputs"]?.arrayValue ?? []
+        #expect(listed.map { $0["name"]?.stringValue } == ["local", "kitchen"])
+        #expect(listed.last?["enabled"]?.boolValue == false)
+        #expect(listed.last?["state"]?.stringValue == "disabled")
+
+        let mpc = try Shell.run(["mpc", "-h", h.dir + "/mpd.sock", "outputs"])
+        let text = String(decoding: mpc.stdout, as: UTF8.self)
+        #expect(text.contains("(local) is enabled") && text.contains("(kitchen) is disabled"), "\(text)")
+        #expect(try Shell.run(["mpc", "-h", h.dir + "/mpd.sock", "enable", "kitchen"]).status == 0)
+        #expect(h.request("outputs")?["outputs"]?.arrayValue?.last?["enabled"]?.boolValue == true)
+        #expect(try Shell.run(["mpc", "-h", h.dir + "/mpd.sock", "disable", "2"]).status == 0)
+
+        // Remembered: still disabled after a restart.
+        #expect(h.terminate().status == 0)
+        try h.start()
+        #expect(h.request("outputs")?["outputs"]?.arrayValue?.last?["enabled"]?.boolValue == false)
+        _ = h.terminate()
+    }
+}
