@@ -28,6 +28,14 @@ let package = Package(
             providers: [.apt(["libasound2-dev"])]
         ),
         .systemLibrary(name: "CLinux"),
+        // The music library's index. SQLite's C API directly rather than GRDB.swift:
+        // GRDB imports Foundation, which adds ~0.8 MB of private memory to the daemon
+        // (see docs/library.md), and the queries here are a handful of fixed statements.
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
         .target(
             name: "CoreStream",
             dependencies: [
@@ -42,7 +50,7 @@ let package = Package(
         .target(name: "PlaydProtocol", dependencies: ["CLinux"]),
         .target(
             name: "PlaydDaemon",
-            dependencies: ["CoreStream", "CLinux", "PlaydProtocol", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CoreStream", "CLinux", "CSQLite", "PlaydProtocol", .product(name: "Logging", package: "swift-log")]
         ),
         .executableTarget(
             name: "playd",

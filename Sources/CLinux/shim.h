@@ -16,6 +16,9 @@
 #include <malloc.h>
 #include <sys/socket.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 extern int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout, const sigset_t *sigmask);
 extern int accept4(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags);
@@ -79,6 +82,17 @@ static inline int clinux_request_fifo(int priority) {
     struct sched_param sp = { .sched_priority = priority };
     return pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
 }
+/// Lowers the calling thread's CPU priority to `nice` and its I/O class to idle
+/// (Linux schedules threads individually, so this leaves the rest of the process
+/// alone). For background work such as a library scan. Returns 0 or -1.
+static inline int clinux_lower_thread_priority(int nice) {
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    int r = setpriority(PRIO_PROCESS, (id_t)tid, nice);
+    // ioprio_set(IOPRIO_WHO_PROCESS = 1, tid, IOPRIO_CLASS_IDLE (3) << 13)
+    long r2 = syscall(SYS_ioprio_set, 1, tid, 3 << 13);
+    return (r == 0 && r2 == 0) ? 0 : -1;
+}
+
 /// Bytes waiting in a pipe or FIFO (ioctl FIONREAD, a variadic call Swift cannot make),
 /// or -1.
 static inline int clinux_pipe_queued(int fd) {

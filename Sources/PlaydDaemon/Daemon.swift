@@ -35,6 +35,12 @@ public final class Daemon: @unchecked Sendable {
     var hardwareMixer: ALSAMixer?
     /// The volume set through the hardware mixer (the engine's own stays at 100).
     var hardwareVolume = 100
+    /// The music library, when `library.music_roots` is set.
+    var library: MusicLibrary?
+    /// Songs in the library index (refreshed after each scan). Control thread.
+    var librarySongs = 0
+    /// When the last library progress event went out. Control thread.
+    var lastLibraryEvent: UInt64 = 0
     /// Tags and durations for `queue` listings, by path. Control thread.
     var probeCache: [String: (title: String?, artist: String?, duration: Double?)] = [:]
 
@@ -82,6 +88,24 @@ public final class Daemon: @unchecked Sendable {
             if !config.mpdTCP.isEmpty { try server.addListener(tcp: config.mpdTCP, factory: make) }
         }
         box.target = self
+        if !config.musicRoots.isEmpty {
+            let dbPath = config.libraryDatabase.isEmpty
+                ? String(statePath[..<(statePath.lastIndex(of: "/") ?? statePath.startIndex)]) + "/library.db"
+                : config.libraryDatabase
+            do {
+                try StateStore.makeParents(of: dbPath)
+                library = try MusicLibrary(roots: config.musicRoots, databasePath: dbPath) { [weak self] report in
+                    self?.server?.post { [weak self] in self?.libraryScanEnded(report) }
+                }
+            } catch let e as MusicLibrary.Error {
+                throw DaemonConfig.Error(message: e.message)
+            } catch let e as StateStore.Error {
+                throw DaemonConfig.Error(message: e.message)
+            }
+            librarySongs = library?.counts().songs ?? 0
+            logger.info("library", metadata: ["roots": "\(library!.roots)", "database": "\(dbPath)", "songs": "\(librarySongs)"])
+            if config.updateOnStart { _ = try? library?.update() }
+        }
         restoreState()
     }
 
@@ -153,6 +177,7 @@ public final class Daemon: @unchecked Sendable {
         if engine.status().state == .playing && now - lastSaved > UInt64(config.saveInterval) * 1_000_000_000 {
             saveState()
         }
+        libraryTick()
     }
 
     // MARK: - Requests
@@ -181,6 +206,7 @@ public final class Daemon: @unchecked Sendable {
             case "mute": result = try setMute(req)
             case "cover": result = try cover()
             case "outputs": result = [("outputs", .array(engine.outputs().map { .object(Self.outputMembers($0)) }))]
+            case "update", "search", "find", "list", "ls": result = try libraryRequest(name, req)
             case "output": result = try setOutput(req)
             case "subscribe":
                 client.subscribed = true
@@ -216,8 +242,9 @@ public final class Daemon: @unchecked Sendable {
 
     private func play(_ req: JSON) throws -> [(String, JSON)] {
         guard let p = req["path"] else { throw RequestError(.badRequest, "play needs \"path\"") }
-        guard let path = p.stringValue, !path.isEmpty else { throw RequestError(.badRequest, "\"path\" must be a non-empty string") }
-        guard path.utf8.count <= 4096 else { throw RequestError(.badRequest, "\"path\" longer than 4096 bytes") }
+        guard let given = p.stringValue, !given.isEmpty else { throw RequestError(.badRequest, "\"path\" must be a non-empty string") }
+        guard given.utf8.count <= 4096 else { throw RequestError(.badRequest, "\"path\" longer than 4096 bytes") }
+        let path = try admit(given)
         if let at = req["at"] {
             let t = try timeArgument(at, field: "at")
             guard t.direction == 0 else { throw RequestError(.badRequest, "\"at\" cannot be relative") }
@@ -463,6 +490,7 @@ public final class Daemon: @unchecked Sendable {
         }
         m.append(("direction", .string(s.direction.rawValue)))
         m.append(("queue", queueStatusJSON()))
+        m.append(("library", libraryStatusJSON()))
         if let o = s.output {
             m.append(("output", .obj(("device", .string(o.device)), ("format", .string(o.sampleFormat.rawValue)),
                                      ("sample_rate", .int(o.pcm.sampleRate)), ("channels", .int(o.pcm.channels)),

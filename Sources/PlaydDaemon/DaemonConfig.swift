@@ -26,8 +26,14 @@ public struct DaemonConfig: Sendable, Equatable {
     public var periodTime = 125
     /// `engine.ring_frames`: frames decoded ahead of the device.
     public var ringFrames = 32 * 1024
-    /// `library.music_roots`: directories with music (used by the library issue).
+    /// `library.music_roots`: directories with music, indexed by the library.
     public var musicRoots: [String] = []
+    /// `library.allow_outside_roots`: with roots set, also play and queue other paths.
+    public var allowOutsideRoots = false
+    /// `library.database`: the index. Empty: `library.db` next to the state file.
+    public var libraryDatabase = ""
+    /// `library.update_on_start`: scan the roots when playd starts.
+    public var updateOnStart = true
     /// `state.file`: where playback state is saved. Empty: `$STATE_DIRECTORY/state.json`
     /// under systemd, else `$XDG_STATE_HOME/playd/state.json`, else `~/.local/state/playd/state.json`.
     public var stateFile = ""
@@ -126,6 +132,13 @@ public struct DaemonConfig: Sendable, Equatable {
             case "output.period_time": periodTime = try int(1...10_000)
             case "engine.ring_frames": ringFrames = try int(4096...(1 << 24))
             case "library.music_roots": musicRoots = try strings()
+            case "library.allow_outside_roots":
+                guard case .bool(let b) = e.value else { throw fail("expected true or false, got \(e.value.typeName)") }
+                allowOutsideRoots = b
+            case "library.database": libraryDatabase = try string()
+            case "library.update_on_start":
+                guard case .bool(let b) = e.value else { throw fail("expected true or false, got \(e.value.typeName)") }
+                updateOnStart = b
             case "state.file": stateFile = try string()
             case "state.save_interval": saveInterval = try int(1...86_400)
             case "state.resume":

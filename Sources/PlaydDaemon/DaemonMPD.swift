@@ -11,10 +11,10 @@ extension Daemon {
     typealias Failure = MPDSession.Failure
 
     static let mpdCommands = ["add", "addid", "clear", "close", "commands", "consume", "currentsong", "decoders", "delete",
-                              "deleteid", "disableoutput", "enableoutput", "idle", "listplaylists", "load", "lsinfo", "move", "next", "noidle", "notcommands",
+                              "deleteid", "disableoutput", "enableoutput", "find", "findadd", "idle", "list", "listplaylists", "load", "lsinfo", "move", "next", "noidle", "notcommands",
                               "outputs", "password", "pause", "ping", "play", "playid", "playlistid", "playlistinfo",
-                              "plchanges", "previous", "random", "repeat", "seek", "seekcur", "seekid", "setvol", "single",
-                              "stats", "status", "stop", "tagtypes", "toggleoutput", "urlhandlers", "volume"]
+                              "plchanges", "previous", "random", "repeat", "rescan", "search", "searchadd", "seek", "seekcur", "seekid", "setvol", "single",
+                              "stats", "status", "stop", "tagtypes", "toggleoutput", "update", "urlhandlers", "volume"]
 
     func mpdExecute(_ command: String, _ args: [String]) throws(Failure) -> [String] {
         do {
@@ -24,7 +24,12 @@ extension Daemon {
         } catch let e as StreamError {
             throw Failure(e.code == .fileNotFound ? .noExist : .system, e.message)
         } catch let e as RequestError {
-            throw Failure(e.code == .notPlaying ? .playerSync : .arg, e.message)
+            switch e.code {
+            case .notPlaying: throw Failure(.playerSync, e.message)
+            case .outsideLibrary: throw Failure(.permission, e.message)
+            case .updateRunning: throw Failure(.updateAlready, e.message)
+            default: throw Failure(.arg, e.message)
+            }
         } catch {
             throw Failure(.system, "\(error)")
         }
@@ -56,8 +61,50 @@ extension Daemon {
         case "status": return mpdStatus()
         case "currentsong": return mpdSong(queue.current, path: engine.status().track?.path)
         case "stats":
-            return ["artists: 0", "albums: 0", "songs: 0", "uptime: \((monotonicNanoseconds() - startedAt) / 1_000_000_000)",
-                    "db_playtime: 0", "db_update: 0", "playtime: 0"]
+            let c = library?.counts() ?? (songs: 0, artists: 0, albums: 0, seconds: 0)
+            return ["artists: \(c.artists)", "albums: \(c.albums)", "songs: \(c.songs)",
+                    "uptime: \((monotonicNanoseconds() - startedAt) / 1_000_000_000)",
+                    "db_playtime: \(Int(c.seconds))", "db_update: 0", "playtime: 0"]
+        case "update", "rescan":
+            try count(0...1)
+            guard library != nil else { throw Failure(.system, "No database") }
+            let r = try libraryRequest("update", a.isEmpty ? .obj() : .obj(("path", .string(mpdPath(a[0])))))
+            return ["updating_db: \(Int(r.first?.1.numberValue ?? 0))"]
+        case "find", "search", "findadd", "searchadd":
+            guard let library else { throw Failure(.system, "No database") }
+            let filters = try mpdFilters(a)
+            guard !filters.isEmpty else { throw Failure(.arg, "Incorrect number of filter arguments") }
+            var songs: [LibrarySong]
+            if command.hasPrefix("find") {
+                songs = try library.find(filters.map { (field: $0.0 == "any" ? "title" : $0.0, value: $0.1, prefix: false) })
+            } else {
+                // MPD's search: case-insensitive, anywhere in the field ("any": any field).
+                songs = try library.search(filters[0].1)
+                for (field, value) in filters {
+                    let v = value.lowercased()
+                    songs = songs.filter { s in
+                        let fieldValues: [String?] = field == "any"
+                            ? [s.title, s.artist, s.album, s.albumArtist, s.genre, s.path]
+                            : [Self.mpdField(s, field)]
+                        return fieldValues.contains { $0?.lowercased().contains(v) == true }
+                    }
+                }
+            }
+            if command.hasSuffix("add") {
+                queue.add(songs.map(\.path))
+                queueChanged()
+                return []
+            }
+            return songs.flatMap(mpdLibrarySong)
+        case "list":
+            guard let library else { throw Failure(.system, "No database") }
+            guard let what = a.first?.lowercased() else { throw Failure(.arg, "Missing argument") }
+            var rest = Array(a.dropFirst())
+            // Old syntax: "list album ARTIST".
+            if what == "album" && rest.count == 1 && !rest[0].hasPrefix("(") { rest = ["artist", rest[0]] }
+            let filters = try mpdFilters(rest).map { (field: $0.0, value: $0.1) }
+            let key = what == "albumartist" ? "AlbumArtist" : what.prefix(1).uppercased() + what.dropFirst()
+            return try library.list(what, filters: filters).map { "\(key): \($0)" }
         case "play":
             try count(0...1)
             if a.isEmpty { _ = try playQueue(.obj()) } else { playEntry(try position(0)) }
@@ -97,7 +144,7 @@ extension Daemon {
         case "consume": try count(1...1); queue.consume = try bool(0); queueChanged(); notifyMPD(["options"])
         case "add", "addid":
             try count(command == "add" ? 1...1 : 1...2)
-            let files = try QueueSources.expand(mpdPath(a[0]))
+            let files = admitAll(try QueueSources.expand(try admit(mpdPath(a[0])))).kept
             if command == "add" { queue.add(files); queueChanged(); return [] }
             let at = a.count == 2 ? try int(1) : nil
             let ids = queue.add(files, at: at)
@@ -131,7 +178,7 @@ extension Daemon {
         case "listplaylists": return []
         case "load":
             try count(1...2)
-            queue.add(try QueueSources.expand(mpdPath(a[0])))
+            queue.add(admitAll(try QueueSources.expand(try admit(mpdPath(a[0])))).kept)
             queueChanged()
         case "outputs":
             try count(0...0)
@@ -186,6 +233,7 @@ extension Daemon {
                 lines.append("audio: \(o.pcm.sampleRate):\(bits):\(o.pcm.channels)")
             }
         }
+        if let job = library?.scanningJobID, job != 0 { lines.append("updating_db: \(job)") }
         return lines
     }
 
@@ -240,7 +288,9 @@ extension Daemon {
     }
 
     /// The music directory MPD URIs are relative to: the first `library.music_roots`.
-    private var mpdRoot: String? { config.musicRoots.first.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 } }
+    private var mpdRoot: String? {
+        library?.roots.first ?? config.musicRoots.first.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
+    }
 
     private func mpdPath(_ uri: String) -> String {
         if uri.hasPrefix("/") { return uri }
@@ -253,8 +303,82 @@ extension Daemon {
         return path
     }
 
-    /// `lsinfo`: the folders and audio files in a music-root folder.
+    /// `find`/`search` arguments: TYPE VALUE pairs, or one filter expression
+    /// `(TYPE == 'VALUE')` (MPD 0.21), several joined with AND.
+    private func mpdFilters(_ a: [String]) throws -> [(String, String)] {
+        if a.count == 1, a[0].hasPrefix("(") {
+            var out: [(String, String)] = []
+            var text = a[0]
+            if text.hasPrefix("((") { text = String(text.dropFirst().dropLast()) }
+            for part in Self.split(text, on: " AND ") {
+                let p = String(part.drop { "( ".contains($0) }.reversed().drop { ") ".contains($0) }.reversed())
+                guard let (field, value) = Self.pair(p, " == ") ?? Self.pair(p, " contains ") else {
+                    throw Failure(.arg, "Unsupported filter expression: \(part)")
+                }
+                var v = value
+                if v.count >= 2, let f = v.first, f == "'" || f == "\"", v.last == f { v = String(v.dropFirst().dropLast()) }
+                out.append((field.lowercased(), String(v.filter { $0 != "\\" })))
+            }
+            return out
+        }
+        guard a.count % 2 == 0 else { throw Failure(.arg, "Incorrect number of filter arguments") }
+        return stride(from: 0, to: a.count, by: 2).map { (a[$0].lowercased(), a[$0 + 1]) }
+    }
+
+    /// `text` split at every `separator`.
+    static func split(_ text: String, on separator: String) -> [String] {
+        var parts: [String] = []
+        var rest = Substring(text)
+        while let r = rest.firstRange(of: separator) {
+            parts.append(String(rest[..<r.lowerBound]))
+            rest = rest[r.upperBound...]
+        }
+        parts.append(String(rest))
+        return parts
+    }
+
+    /// `text` cut at the first `separator` into two, if it has one.
+    static func pair(_ text: String, _ separator: String) -> (String, String)? {
+        guard let r = text.firstRange(of: separator) else { return nil }
+        return (String(text[..<r.lowerBound]), String(text[r.upperBound...]))
+    }
+
+    private static func mpdField(_ s: LibrarySong, _ field: String) -> String? {
+        switch field {
+        case "artist": return s.artist
+        case "album": return s.album
+        case "albumartist": return s.albumArtist
+        case "title": return s.title
+        case "genre": return s.genre
+        case "date": return s.date
+        case "file": return s.path
+        default: return nil
+        }
+    }
+
+    /// A library song as `lsinfo`/`find` list it.
+    private func mpdLibrarySong(_ s: LibrarySong) -> [String] {
+        var lines = ["file: \(mpdURI(s.path))"]
+        for (key, value) in [("Title", s.title), ("Artist", s.artist), ("Album", s.album), ("AlbumArtist", s.albumArtist),
+                             ("Track", s.track.map(String.init)), ("Disc", s.disc.map(String.init)),
+                             ("Date", s.date), ("Genre", s.genre)] {
+            if let v = value { lines.append("\(key): \(v)") }
+        }
+        if let d = s.duration { lines += ["Time: \(Int(d.rounded()))", "duration: \(Self.decimals(d))"] }
+        return lines
+    }
+
+    /// `lsinfo`: the folders and audio files in a music-root folder (from the library
+    /// index, with tags, when there is one).
     private func mpdList(_ uri: String) throws -> [String] {
+        if let library {
+            do {
+                let (dirs, songs) = try library.ls(uri.isEmpty ? nil : mpdPath(uri))
+                return dirs.map { "directory: \(mpdURI($0))" } + songs.flatMap(mpdLibrarySong)
+            } catch {
+                throw Failure(.noExist, "No such directory")
+            }
+        }
         guard let root = mpdRoot else { return [] }
         let dir = uri.isEmpty ? root : mpdPath(uri)
         guard let names = QueueSources.names(in: dir) else { throw Failure(.noExist, "No such directory") }

@@ -18,10 +18,14 @@ extension Daemon {
             }
             guard !paths.isEmpty else { throw RequestError(.badRequest, "\(name) needs \"path\" or \"paths\"") }
             var files: [String] = []
-            for p in paths { files += try QueueSources.expand(p) }  // a StreamError names the path
-            let ids = name == "add" ? queue.add(files) : queue.insertNext(files)
+            for p in paths { files += try QueueSources.expand(try admit(p)) }  // a StreamError names the path
+            // Entries a folder's symlinks or a playlist lead out of the music roots.
+            let (kept, refused) = admitAll(files)
+            let ids = name == "add" ? queue.add(kept) : queue.insertNext(kept)
             queueChanged()
-            return [("added", .array(ids.map { JSON.int(Int64($0)) })), ("length", .int(Int64(queue.count)))]
+            var reply: [(String, JSON)] = [("added", .array(ids.map { JSON.int(Int64($0)) })), ("length", .int(Int64(queue.count)))]
+            if refused > 0 { reply.append(("outside_library", .int(refused))) }
+            return reply
         case "remove":
             let index = try entryIndex(req)
             let wasCurrent = queue.remove(at: index)

@@ -42,13 +42,18 @@ enum StateStore {
         var description: String { message }
     }
 
-    static func save(_ state: SavedState, to path: String) throws(Error) {
+    /// Creates the folders above `path` that are missing.
+    static func makeParents(of path: String) throws(Error) {
         let dir = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
         var p = ""
         for part in dir.split(separator: "/") {
             p += "/" + part
             if mkdir(p, 0o755) != 0 && errno != EEXIST { throw Error(message: "\(p): mkdir() failed: \(String(cString: strerror(errno)))") }
         }
+    }
+
+    static func save(_ state: SavedState, to path: String) throws(Error) {
+        try makeParents(of: path)
         let tmp = path + ".tmp.\(getpid())"
         let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw Error(message: "\(tmp): open() failed: \(String(cString: strerror(errno)))") }

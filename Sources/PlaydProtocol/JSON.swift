@@ -39,6 +39,11 @@ public enum JSON: Equatable, Sendable {
 
     // MARK: Building
 
+    /// The members of an object, in order; nil for anything else.
+    public var objectMembers: [(String, JSON)]? {
+        if case .object(let m) = self { return m }
+        return nil
+    }
     public static func int(_ v: Int64) -> JSON { .number(Double(v)) }
     public static func int(_ v: Int) -> JSON { .number(Double(v)) }
     public static func obj(_ members: (String, JSON?)...) -> JSON {

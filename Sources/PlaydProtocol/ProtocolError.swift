@@ -14,6 +14,10 @@ public enum ProtocolErrorCode: String, CaseIterable, Sendable {
     case notPlaying = "not_playing"
     /// A position or region outside the track.
     case invalidArgument = "invalid_argument"
+    /// A path outside `library.music_roots` (and `library.allow_outside_roots` is off).
+    case outsideLibrary = "outside_library"
+    /// `update` while a library update runs.
+    case updateRunning = "update_running"
     /// Anything unexpected; the message says what.
     case `internal` = "internal"
 }

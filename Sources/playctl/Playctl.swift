@@ -19,6 +19,7 @@ struct Playctl: ParsableCommand {
                       Volume.self, Mute.self, Unmute.self, Cover.self, Outputs.self, Output.self,
                       Add.self, Insert.self, Remove.self, Move.self, Clear.self, Queue.self, Next.self, Prev.self,
                       RepeatMode.self, Shuffle.self, Consume.self, Export.self,
+                      Update.self, Search.self, Find.self, List.self, Ls.self,
                       Status.self, Watch.self, Ping.self])
 }
 

@@ -42,16 +42,22 @@ final class DaemonHarness {
         [state]
         file = "\(stateFile)"
         save_interval = 1
-        \(extraConfig)
+        \(extraConfig.replacingOccurrences(of: "$DIR", with: dir))
         """.write(toFile: configPath, atomically: true, encoding: .utf8)
     }
 
     /// Starts playd and waits until it answers a ping.
     @discardableResult
-    func start(arguments: [String] = []) throws -> Process {
+    /// `launcher`: a command that runs playd (e.g. `setpriv --reuid=…`), if any.
+    func start(arguments: [String] = [], launcher: [String] = []) throws -> Process {
         let p = Process()
-        p.executableURL = URL(fileURLWithPath: Self.playd)
-        p.arguments = ["--config", configPath] + arguments
+        if let first = launcher.first {
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/" + first)
+            p.arguments = Array(launcher.dropFirst()) + [Self.playd, "--config", configPath] + arguments
+        } else {
+            p.executableURL = URL(fileURLWithPath: Self.playd)
+            p.arguments = ["--config", configPath] + arguments
+        }
         FileManager.default.createFile(atPath: logPath, contents: nil)
         let log = FileHandle(forWritingAtPath: logPath)!
         log.seekToEndOfFile()

@@ -514,9 +514,10 @@ public final class AudioDecoder {
         return nil
     }
 
-    /// Tags and an approximate duration without opening a codec or measuring: for
-    /// listing a queue. nil when the file cannot be read as media.
-    public static func probe(path: String) -> (tags: [String: String], durationSeconds: Double?)? {
+    /// Tags, format and an approximate duration without opening a codec or measuring:
+    /// for listing a queue and indexing a library. nil when the file cannot be read as
+    /// media with an audio stream.
+    public static func probe(path: String) -> ProbedTrack? {
         _ = FFmpegCall.quietLogging
         var ctx: UnsafeMutablePointer<AVFormatContext>?
         guard avformat_open_input(&ctx, path, nil, nil) >= 0, let fmt = ctx else { return nil }
@@ -525,7 +526,11 @@ public final class AudioDecoder {
         let index = av_find_best_stream(fmt, AVMEDIA_TYPE_AUDIO, -1, -1, nil, 0)
         guard index >= 0 else { return nil }
         let duration = fmt.pointee.duration > 0 ? Double(fmt.pointee.duration) / Double(AV_TIME_BASE) : nil
-        return (readTags(fmt, fmt.pointee.streams[Int(index)]!), duration)
+        let stream = fmt.pointee.streams[Int(index)]!
+        let par = stream.pointee.codecpar!
+        return ProbedTrack(tags: readTags(fmt, stream), durationSeconds: duration,
+                           codec: String(cString: avcodec_get_name(par.pointee.codec_id)),
+                           sampleRate: Int(par.pointee.sample_rate), channels: Int(par.pointee.ch_layout.nb_channels))
     }
 
     /// The embedded cover art's type and bytes, or nil when the file has none.

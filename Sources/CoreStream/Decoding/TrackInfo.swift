@@ -29,26 +29,46 @@ public struct TrackInfo: Sendable, Equatable {
     /// from ``AudioDecoder/coverArt(path:)`` on request.
     public var cover: CoverArt?
 
+    public var durationSeconds: Double? {
+        durationFrames.map { FrameTime.seconds($0, rate: sampleRate) }
+    }
+}
+
+/// Something with tags as FFmpeg reads them (lower-cased keys).
+public protocol Tagged {
+    var tags: [String: String] { get }
+}
+
+extension Tagged {
     /// Well-known tags under one name each, whatever the container called them.
     public var title: String? { tags["title"] }
     public var artist: String? { tags["artist"] }
     public var album: String? { tags["album"] }
     public var albumArtist: String? { tags["album_artist"] ?? tags["albumartist"] ?? tags["album artist"] }
     /// "3" from "3/12".
-    public var trackNumber: Int? { Self.leadingNumber(tags["track"] ?? tags["tracknumber"]) }
-    public var discNumber: Int? { Self.leadingNumber(tags["disc"] ?? tags["discnumber"]) }
+    public var trackNumber: Int? { leadingNumber(tags["track"] ?? tags["tracknumber"]) }
+    public var discNumber: Int? { leadingNumber(tags["disc"] ?? tags["discnumber"]) }
     public var date: String? { tags["date"] ?? tags["year"] ?? tags["originaldate"] }
     public var genre: String? { tags["genre"] }
+}
 
-    static func leadingNumber(_ text: String?) -> Int? {
-        guard let t = text else { return nil }
-        let digits = t.drop { $0 == " " }.prefix { $0.isASCII && $0.isNumber }
-        return Int(digits)
-    }
+func leadingNumber(_ text: String?) -> Int? {
+    guard let t = text else { return nil }
+    let digits = t.drop { $0 == " " }.prefix { $0.isASCII && $0.isNumber }
+    return Int(digits)
+}
 
-    public var durationSeconds: Double? {
-        durationFrames.map { FrameTime.seconds($0, rate: sampleRate) }
-    }
+extension TrackInfo: Tagged {}
+
+/// What ``AudioDecoder/probe(path:)`` reads without opening a codec.
+public struct ProbedTrack: Sendable, Equatable, Tagged {
+    public var tags: [String: String]
+    /// The container's duration (an estimate for some formats).
+    public var durationSeconds: Double?
+    /// FFmpeg's codec name, e.g. `"flac"`, `"mp3"`.
+    public var codec: String
+    public var sampleRate: Int
+    public var channels: Int
 }
 
 /// Embedded cover art: its type and size.

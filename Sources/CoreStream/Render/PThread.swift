@@ -5,7 +5,7 @@ import Glibc
 
 /// A joinable POSIX thread running one closure. Creating it allocates (the closure box);
 /// what the closure does afterwards is up to it.
-final class PThread {
+public final class PThread {
     private var handle = pthread_t()
     private var joined = false
 
@@ -15,7 +15,7 @@ final class PThread {
     }
 
     /// Starts `body` on a new thread named `name` (at most 15 bytes are kept).
-    init(name: String, _ body: @escaping @Sendable () -> Void) {
+    public init(name: String, _ body: @escaping @Sendable () -> Void) {
         let box = Unmanaged.passRetained(Box(body)).toOpaque()
         let r = pthread_create(&handle, nil, { arg in
             let b = Unmanaged<Box>.fromOpaque(arg!).takeRetainedValue()
@@ -27,7 +27,7 @@ final class PThread {
     }
 
     /// Waits for the thread to finish. Idempotent.
-    func join() {
+    public func join() {
         guard !joined else { return }
         joined = true
         pthread_join(handle, nil)
@@ -40,7 +40,7 @@ final class PThread {
 ///
 /// @unchecked Sendable invariant: after `init`, only the receiving thread touches
 /// `value` until that thread has been joined.
-struct Handoff<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
+public struct Handoff<Value>: @unchecked Sendable {
+    public let value: Value
+    public init(_ value: Value) { self.value = value }
 }
