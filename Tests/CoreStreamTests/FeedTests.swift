@@ -229,6 +229,25 @@ struct FeedTests {
         #expect(worst <= 1, "the feed differs from what the local output played by \(worst) LSB")
     }
 
+    /// A track shorter than what the feed keeps in hand before starting still reaches
+    /// the FIFO, whole, without waiting for more audio or the shutdown.
+    @Test func aShortTrackIsNotHeldBack() throws {
+        let track = fifoPath() + ".flac"
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=1000:sample_rate=48000:duration=0.1", "-ac", "2", track])
+        defer { unlink(track) }
+        let fifo = fifoPath()
+        let reader = try FIFOReader(path: fifo)
+        defer { unlink(fifo) }
+        reader.start()
+        let h = try EngineHarness(paced: true, feeds: ["fifo:\(fifo)"])
+        try h.engine.play(path: track)
+        #expect(h.waitForEnd())
+        #expect(h.wait(seconds: 1) { reader.byteCount == (4800 + leadSamples() / 2) * 4 },
+                "\(reader.byteCount / 4) frames arrived, expected \(4800 + leadSamples() / 2)")
+        _ = try h.finishCapture()
+        reader.close()
+    }
+
     /// Disabled at run time: nothing more is written and the FIFO is closed (the reader
     /// sees the end); enabled again, it writes again.
     @Test func disableClosesTheFIFOAndEnableReopens() throws {

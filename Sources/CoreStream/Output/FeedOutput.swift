@@ -300,6 +300,9 @@ public final class FeedOutput: @unchecked Sendable {
     /// Input frames released since `startTime`.
     private var released = 0
     private var lastData: UInt64 = 0
+    /// While idle: frames in hand, and since when that count has not changed.
+    private var heldFrames = 0
+    private var heldSince: UInt64 = 0
     private var input = PCMFormat(sampleRate: 48000, channels: 2)
     /// Frames in hand before starting: a period and 30 ms.
     private var startFrames = 0
@@ -308,7 +311,9 @@ public final class FeedOutput: @unchecked Sendable {
 
     private func run() {
         while !quit.load(ordering: .relaxed) {
-            EventFD.wait(wake, timeoutNanoseconds: running ? Self.stepMillis * 1_000_000 : -1)
+            // Idle with a little in hand (a short resume, a short track): look again soon.
+            let holding = !running && ring.readableFrames > 0
+            EventFD.wait(wake, timeoutNanoseconds: running || holding ? Self.stepMillis * 1_000_000 : -1)
             let (input, period, request) = control.withLock { ($0.input, $0.periodFrames, $0.request) }
             if applied.load(ordering: .relaxed) != request, let input {
                 apply(request: request, input: input, periodFrames: period)
@@ -334,7 +339,11 @@ public final class FeedOutput: @unchecked Sendable {
         let now = monotonicNanoseconds()
         let rate = Int64(input.sampleRate)
         if !running {
-            guard fill >= startFrames else { return }
+            if fill != heldFrames { heldFrames = fill; heldSince = now }
+            // A period and a margin in hand; or less, when nothing more came for 100 ms
+            // (the last frames before a pause or the end of the last track).
+            guard fill >= startFrames || (fill > 0 && now - heldSince > 100_000_000) else { return }
+            heldFrames = 0
             running = true
             startTime = now
             released = 0
