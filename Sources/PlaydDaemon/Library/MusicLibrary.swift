@@ -204,6 +204,9 @@ public final class MusicLibrary: @unchecked Sendable {
                 report.unreadable.append("\(library.databasePath): \(error)")
             }
             report.seconds = Double(monotonicNanoseconds() - t0) / 1e9
+            // The scanner's connection and FFmpeg's probe buffers are gone: give the
+            // freed heap back to the system.
+            ProcessTuning.releaseFreeMemory()
             library.scanningJob.store(0, ordering: .relaxed)
             library.onScanEnd(report)
         }

@@ -25,6 +25,9 @@ final class SQLiteDatabase {
             throw Error(code: rc, message: "\(path): sqlite3_open_v2() failed: \(message)")
         }
         sqlite3_busy_timeout(handle, 5000)
+        // A small page cache (256 KiB, not SQLite's 2 MiB): the indexes do the work,
+        // and the daemon's private memory stays small whatever the library's size.
+        sqlite3_exec(handle, "PRAGMA cache_size = -256", nil, nil, nil)
     }
 
     deinit { sqlite3_close(handle) }
