@@ -270,13 +270,11 @@ public final class MusicLibrary: @unchecked Sendable {
             }
             try db.execute("COMMIT")
             // What was not seen under the target is gone.
-            let under = target + "/%"
             let removeSongs = try db.prepare("DELETE FROM songs WHERE (path = ?1 OR path LIKE ?2 ESCAPE '\\') AND seen != ?3")
             try removeSongs.run([.text(target), .text(Self.escapeLike(target) + "/%"), .int(generation)])
             report.removed += db.changes
             let removeDirs = try db.prepare("DELETE FROM dirs WHERE path LIKE ?1 ESCAPE '\\' AND seen != ?2")
             try removeDirs.run([.text(Self.escapeLike(target) + "/%"), .int(generation)])
-            _ = under
         }
 
         static func escapeLike(_ s: String) -> String {
