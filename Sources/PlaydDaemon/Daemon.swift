@@ -159,8 +159,13 @@ public final class Daemon: @unchecked Sendable {
         case .loopWrapped(let pass, let remaining):
             json = .obj(("event", .string("loop_wrapped")), ("passes", .int(pass)), ("remaining", remaining.map(JSON.int) ?? .null))
         case .outputChanged(let name):
-            guard let o = engine.outputs().first(where: { $0.name == name }) else { return }
-            json = .object([("event", .string("output"))] + Self.outputMembers(o))
+            // A feed's thread sends this; the engine's lock may be held by a reopen that
+            // waits for that very thread, so the listing is made on the control thread.
+            server?.post { [weak self] in
+                guard let self, let o = self.engine.outputs().first(where: { $0.name == name }) else { return }
+                self.server?.broadcast(.object([("event", .string("output"))] + Self.outputMembers(o)))
+            }
+            return
         }
         server?.broadcast(json)
     }

@@ -223,8 +223,10 @@ public final class FeedOutput: @unchecked Sendable {
     }
     public var lastError: String? { control.withLock { $0.lastError } }
 
-    /// Starts the feed thread; `onChange` is called (on that thread, or the caller's)
-    /// with the feed's name when its state changes. Idempotent.
+    /// Starts the feed thread; `onChange` is called (on that thread) with the feed's
+    /// name when its state changes. It must not wait for the engine's lock: a reopen
+    /// holds it while it waits for this thread in ``configure(input:periodFrames:)``.
+    /// Idempotent.
     public func start(onChange: @escaping @Sendable (String) -> Void) {
         control.withLock { $0.onChange = onChange }
         guard thread == nil else { return }
