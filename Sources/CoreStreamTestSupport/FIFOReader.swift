@@ -22,7 +22,7 @@ public final class FIFOReader: @unchecked Sendable {
     private let started = Date()
     private var thread: Thread?
 
-    /// Creates the FIFO if missing.
+    /// Creates the FIFO if missing; it is removed when the reader goes away.
     public init(path: String) throws {
         self.path = path
         if mkfifo(path, 0o600) != 0 && errno != EEXIST {
@@ -89,5 +89,8 @@ public final class FIFOReader: @unchecked Sendable {
         }
     }
 
-    deinit { close() }
+    deinit {
+        close()
+        unlink(path)
+    }
 }

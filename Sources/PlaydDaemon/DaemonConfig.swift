@@ -89,6 +89,10 @@ public struct DaemonConfig: Sendable, Equatable {
                 guard range.contains(i) else { throw fail("\(i) is outside \(range.lowerBound)…\(range.upperBound)") }
                 return i
             }
+            func bool() throws(Error) -> Bool {
+                guard case .bool(let b) = e.value else { throw fail("expected true or false, got \(e.value.typeName)") }
+                return b
+            }
             func decibels() throws(Error) -> Double {
                 let v: Double
                 switch e.value {
@@ -132,13 +136,9 @@ public struct DaemonConfig: Sendable, Equatable {
             case "output.period_time": periodTime = try int(1...10_000)
             case "engine.ring_frames": ringFrames = try int(4096...(1 << 24))
             case "library.music_roots": musicRoots = try strings()
-            case "library.allow_outside_roots":
-                guard case .bool(let b) = e.value else { throw fail("expected true or false, got \(e.value.typeName)") }
-                allowOutsideRoots = b
+            case "library.allow_outside_roots": allowOutsideRoots = try bool()
             case "library.database": libraryDatabase = try string()
-            case "library.update_on_start":
-                guard case .bool(let b) = e.value else { throw fail("expected true or false, got \(e.value.typeName)") }
-                updateOnStart = b
+            case "library.update_on_start": updateOnStart = try bool()
             case "state.file": stateFile = try string()
             case "state.save_interval": saveInterval = try int(1...86_400)
             case "state.resume":
@@ -150,9 +150,7 @@ public struct DaemonConfig: Sendable, Equatable {
                 let modes = PlaybackEngine.FormatChange.allCases.map(\.rawValue)
                 guard modes.contains(s) else { throw fail("'\(s)' must be one of \(modes.joined(separator: ", "))") }
                 formatChange = s
-            case "mpd.enabled":
-                guard case .bool(let b) = e.value else { throw fail("expected true or false, got \(e.value.typeName)") }
-                mpdEnabled = b
+            case "mpd.enabled": mpdEnabled = try bool()
             case "mpd.socket": mpdSocket = try string()
             case "mpd.tcp": mpdTCP = try string()
             case "mpd.password": mpdPassword = try string()
@@ -169,9 +167,7 @@ public struct DaemonConfig: Sendable, Equatable {
                 replayGain = s
             case "volume.replaygain_preamp": replayGainPreamp = try decibels()
             case "volume.replaygain_missing_preamp": replayGainMissingPreamp = try decibels()
-            case "volume.replaygain_limit":
-                guard case .bool(let b) = e.value else { throw fail("expected true or false, got \(e.value.typeName)") }
-                replayGainLimit = b
+            case "volume.replaygain_limit": replayGainLimit = try bool()
             case "log.level":
                 let s = try string()
                 guard Self.logLevels.contains(s) else { throw fail("'\(s)' must be one of \(Self.logLevels.joined(separator: ", "))") }

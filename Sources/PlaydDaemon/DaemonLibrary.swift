@@ -72,7 +72,7 @@ extension Daemon {
                 throw RequestError(.unknownCommand, "unknown command '\(name)'")
             }
         } catch let e as MusicLibrary.Error {
-            throw RequestError(e.message.contains("already running") ? .updateRunning : .invalidArgument, e.message)
+            throw RequestError(e.updateRunning ? .updateRunning : .invalidArgument, e.message)
         }
     }
 

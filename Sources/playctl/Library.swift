@@ -39,7 +39,7 @@ enum SongView {
         var title = s["title"]?.stringValue ?? String((s["file"]?.stringValue ?? "").split(separator: "/").last ?? "")
         if let t = s["track"]?.numberValue { title = (t < 10 ? "0" : "") + "\(Int(t)) " + title }
         var line = "\(artist) — \(album) — \(title)"
-        if let d = s["duration"]?.numberValue { line += " (\(Int(d) / 60):" + String(100 + Int(d) % 60).dropFirst() + ")" }
+        if let d = s["duration"]?.numberValue { line += " (\(formatClock(d)))" }
         return line + "  " + (s["file"]?.stringValue ?? "")
     }
 

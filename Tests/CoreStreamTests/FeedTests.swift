@@ -22,6 +22,15 @@ struct FeedTests {
         return out.stdout.withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }
     }
 
+    /// A FIFO with a reader (started unless `startReader` is false) and a paced engine
+    /// feeding it with `options` (`?format=…&name=…`). The FIFO goes with the reader.
+    func feed(_ options: String = "", startReader: Bool = true, name: String = #function) throws -> (FIFOReader, EngineHarness) {
+        let fifo = fifoPath(name)
+        let reader = try FIFOReader(path: fifo)
+        if startReader { reader.start() }
+        return (reader, try EngineHarness(paced: true, feeds: ["fifo:\(fifo)\(options)"], name: name))
+    }
+
     /// Samples of silence a feed writes before the audio each time it starts.
     func leadSamples(rate: Int = 48000, channels: Int = 2) -> Int { rate * FeedOutput.leadMillis / 1000 * channels }
 
@@ -61,11 +70,7 @@ struct FeedTests {
     /// on both channels, as the ffmpeg CLI decodes it; the local capture is untouched.
     @Test func feedCarriesExactlyTheTrack() throws {
         let fixture = Fixtures.named("flac-48000-1.flac")
-        let fifo = fifoPath()
-        let reader = try FIFOReader(path: fifo)
-        defer { unlink(fifo) }
-        reader.start()
-        let h = try EngineHarness(paced: true, feeds: ["fifo:\(fifo)"])
+        let (reader, h) = try feed("")
         try h.engine.play(path: fixture.path)
         #expect(h.waitForEnd())
         let capture = try h.finishCapture()
@@ -87,11 +92,7 @@ struct FeedTests {
     /// few LSB of the ffmpeg CLI's own resampling.
     @Test func feedResamplesToItsOwnRate() throws {
         let fixture = Fixtures.named("flac-44100-2.flac")
-        let fifo = fifoPath()
-        let reader = try FIFOReader(path: fifo)
-        defer { unlink(fifo) }
-        reader.start()
-        let h = try EngineHarness(paced: true, feeds: ["fifo:\(fifo)?format=48000:16:2"])
+        let (reader, h) = try feed("?format=48000:16:2")
         try h.engine.play(path: fixture.path)
         #expect(h.waitForEnd())
         usleep(100_000)
@@ -113,10 +114,7 @@ struct FeedTests {
     /// lead-in and every frame of the track are either delivered or counted as dropped.
     @Test func noReaderDropsAndCountsThenResumes() throws {
         let fixture = Fixtures.named("flac-48000-1.flac")
-        let fifo = fifoPath()
-        let reader = try FIFOReader(path: fifo)
-        defer { unlink(fifo) }
-        let h = try EngineHarness(paced: true, feeds: ["fifo:\(fifo)?name=snap"])
+        let (reader, h) = try feed("?name=snap", startReader: false)
         try h.engine.play(path: fixture.path)
         usleep(1_000_000)
         let before = try #require(h.engine.outputs().first { $0.name == "snap" })
@@ -150,12 +148,8 @@ struct FeedTests {
     /// continues with whole frames.
     @Test func stalledReaderNeverBlocksPlayback() throws {
         let fixture = Fixtures.named("flac-48000-1.flac")
-        let fifo = fifoPath()
-        let reader = try FIFOReader(path: fifo)
-        defer { unlink(fifo) }
-        reader.start()
+        let (reader, h) = try feed()
         reader.stall(true)
-        let h = try EngineHarness(paced: true, feeds: ["fifo:\(fifo)"])
         try h.engine.play(path: fixture.path)
         usleep(1_500_000)
         let stalled = try #require(h.engine.outputs().first { $0.kind == "fifo" })
@@ -187,11 +181,7 @@ struct FeedTests {
     /// silent lead-in at the start and at the resume.
     @Test func pauseWritesNothingAndResumeHasNoBurst() throws {
         let fixture = Fixtures.named("flac-48000-1.flac")
-        let fifo = fifoPath()
-        let reader = try FIFOReader(path: fifo)
-        defer { unlink(fifo) }
-        reader.start()
-        let h = try EngineHarness(paced: true, feeds: ["fifo:\(fifo)?format=48000:16:1"])
+        let (reader, h) = try feed("?format=48000:16:1")
         try h.engine.play(path: fixture.path)
         usleep(800_000)
         h.engine.pause()
@@ -235,11 +225,7 @@ struct FeedTests {
         let track = fifoPath() + ".flac"
         try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=1000:sample_rate=48000:duration=0.1", "-ac", "2", track])
         defer { unlink(track) }
-        let fifo = fifoPath()
-        let reader = try FIFOReader(path: fifo)
-        defer { unlink(fifo) }
-        reader.start()
-        let h = try EngineHarness(paced: true, feeds: ["fifo:\(fifo)"])
+        let (reader, h) = try feed("")
         try h.engine.play(path: track)
         #expect(h.waitForEnd())
         #expect(h.wait(seconds: 1) { reader.byteCount == (4800 + leadSamples() / 2) * 4 },
@@ -252,11 +238,7 @@ struct FeedTests {
     /// sees the end); enabled again, it writes again.
     @Test func disableClosesTheFIFOAndEnableReopens() throws {
         let fixture = Fixtures.named("flac-44100-2.flac")
-        let fifo = fifoPath()
-        let reader = try FIFOReader(path: fifo)
-        defer { unlink(fifo) }
-        reader.start()
-        let h = try EngineHarness(paced: true, feeds: ["fifo:\(fifo)?name=room2"])
+        let (reader, h) = try feed("?name=room2")
         try h.engine.play(path: fixture.path)
         usleep(700_000)
         try h.engine.setOutputEnabled("room2", false)

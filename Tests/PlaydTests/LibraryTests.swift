@@ -68,7 +68,7 @@ struct LibraryTests {
     @Test func scanQueryChangeAndRescan() throws {
         let (h, music, _) = try harness()
         try h.start()
-        // The start-up scan: 6 songs and the unreadable file (listed with its error);
+        // The start-up scan: 6 songs and the broken file (listed with its error);
         // the loop walked once; the link out of the roots skipped.
         #expect(waitForScan(h) == 7)
         #expect(titles(h.request("search", ("query", .string("beat")))) == ["Beat It", "Beatnik"])

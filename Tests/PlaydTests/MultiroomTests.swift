@@ -136,16 +136,23 @@ struct MultiroomTests {
                           "-af", "volume=1.0,pan=stereo|c0=c0|c1=c0,volume=4.0", "-c:a", "flac", path])
     }
 
-    @Test func snapclientRendersWhatPlaydPlays() throws {
-        let h = try DaemonHarness(output: "null", outputKeys: #"feeds = ["fifo:$DIR/snapfifo?name=snapcast"]"#)
+    /// playd with a `snapcast` feed (local output `output`, or the harness's capture),
+    /// snapserver reading it and a snapclient, all started; then a `seconds` tone plays.
+    func playToSnapcast(seconds: Int, output: String? = nil, name: String = #function) throws -> (DaemonHarness, Snapcast, String) {
+        let h = try DaemonHarness(output: output, outputKeys: #"feeds = ["fifo:$DIR/snapfifo?name=snapcast"]"#, name: name)
         let snap = Snapcast(dir: h.dir)
         let track = h.dir + "/tone.flac"
-        try Self.tone(track, seconds: 5)
+        try Self.tone(track, seconds: seconds)
         try snap.startServer()
         try snap.startClient()
         try h.start()
         usleep(1_000_000)  // the client connects and syncs its clock
         #expect(h.request("play", ("path", .string(track)))?["ok"]?.boolValue == true)
+        return (h, snap, track)
+    }
+
+    @Test func snapclientRendersWhatPlaydPlays() throws {
+        let (h, snap, _) = try playToSnapcast(seconds: 5, output: "null")
         #expect(h.waitFor(seconds: 15) { h.request("status")?["state"]?.stringValue == "stopped" })
         // Snapcast plays 1 s behind (its buffer); let it finish.
         usleep(1_800_000)
@@ -182,15 +189,7 @@ struct MultiroomTests {
     }
 
     @Test func snapserverKilledMidPlayAndBack() throws {
-        let h = try DaemonHarness(outputKeys: #"feeds = ["fifo:$DIR/snapfifo?name=snapcast"]"#)
-        let snap = Snapcast(dir: h.dir)
-        let track = h.dir + "/tone.flac"
-        try Self.tone(track, seconds: 9)
-        try snap.startServer()
-        try snap.startClient()
-        try h.start()
-        usleep(1_000_000)
-        #expect(h.request("play", ("path", .string(track)))?["ok"]?.boolValue == true)
+        let (h, snap, track) = try playToSnapcast(seconds: 9)
         usleep(2_000_000)
         func feed() -> JSON? { h.request("outputs")?["outputs"]?.arrayValue?.first { $0["name"]?.stringValue == "snapcast" } }
         #expect(feed()?["state"]?.stringValue == "writing")

@@ -79,6 +79,8 @@ public final class MusicLibrary: @unchecked Sendable {
 
     public struct Error: Swift.Error, CustomStringConvertible {
         public var message: String
+        /// An `update` refused because one runs (the protocols give it its own code).
+        public var updateRunning = false
         public var description: String { message }
     }
 
@@ -151,12 +153,6 @@ public final class MusicLibrary: @unchecked Sendable {
         roots.contains { real == $0 || real.hasPrefix($0 + "/") || ($0.isEmpty && real.hasPrefix("/")) }
     }
 
-    /// `path` relative to the first root that holds it (MPD's URIs), or as it is.
-    public func uri(_ path: String) -> String {
-        for r in roots where path.hasPrefix(r + "/") { return String(path.dropFirst(r.count + 1)) }
-        return path
-    }
-
     // MARK: - Scanning
 
     public var isScanning: Bool { scanningJob.load(ordering: .relaxed) != 0 }
@@ -183,7 +179,8 @@ public final class MusicLibrary: @unchecked Sendable {
             targets = [real]
         }
         guard scanningJob.load(ordering: .relaxed) == 0 else {
-            throw Error(message: "a library update is already running (job \(scanningJob.load(ordering: .relaxed)))")
+            throw Error(message: "a library update is already running (job \(scanningJob.load(ordering: .relaxed)))",
+                        updateRunning: true)
         }
         scanThread?.join()
         let job = lastJob.withLock { $0 += 1; return $0 }
