@@ -54,6 +54,18 @@ static inline int clinux_malloc_trim(void) {
     return malloc_trim(0);
 }
 
+/// The connected peer's pid, uid and gid (getsockopt SO_PEERCRED) on a Unix socket.
+/// `struct ucred` needs _GNU_SOURCE, so its layout (pid_t, uid_t, gid_t) is spelled out.
+/// Returns 0, or -1 with errno set (e.g. ENOTSOCK, or a TCP socket: no credentials).
+static inline int clinux_peer_credentials(int fd, int *pid, unsigned *uid, unsigned *gid) {
+    struct { pid_t pid; uid_t uid; gid_t gid; } cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return -1;
+    if (len != sizeof cred) return -1;
+    *pid = cred.pid; *uid = cred.uid; *gid = cred.gid;
+    return 0;
+}
+
 /// accept4(SOCK_NONBLOCK | SOCK_CLOEXEC), which needs _GNU_SOURCE.
 static inline int clinux_accept_nonblocking(int fd) {
     return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);

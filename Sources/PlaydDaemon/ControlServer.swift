@@ -40,6 +40,14 @@ public final class ControlServer: @unchecked Sendable {
     private let tickMillis: Int32
     /// Counts connections cut off for not reading.
     public let droppedSlowClients = Atomic<Int>(0)
+    /// Counts connections refused by `access`.
+    public let refusedClients = Atomic<Int>(0)
+    /// Who may connect (`control.allowed_users`/`allowed_groups`). Set before `run()`.
+    public var access = AccessPolicy()
+    /// Told of every connection with the peer's credentials (nil over TCP), the
+    /// listener's name ("control", "mpd", "mpd-tcp") and whether `access` let it in.
+    /// Runs on the control thread; the daemon logs it. Set before `run()`.
+    public var onConnection: ((_ peer: Peer?, _ listener: String, _ allowed: Bool) -> Void)?
 
     public final class ClientContext {
         let fd: Int32
@@ -252,9 +260,9 @@ public final class ControlServer: @unchecked Sendable {
                     for c in clients.values where c.subscribed { enqueue(c, line) }
                 }
             }
-            if fds[0].revents & Int16(POLLIN) != 0 { acceptClients(listenFD, nil) }
+            if fds[0].revents & Int16(POLLIN) != 0 { acceptClients(listenFD, "control", nil) }
             for (i, l) in extraListeners.enumerated() where fds[2 + i].revents & Int16(POLLIN) != 0 {
-                acceptClients(l.fd, l.factory)
+                acceptClients(l.fd, l.path == nil ? "mpd-tcp" : "mpd", l.factory)
             }
             for (i, fd) in order.enumerated() {
                 guard let c = clients[fd] else { continue }
@@ -286,11 +294,27 @@ public final class ControlServer: @unchecked Sendable {
         }
     }
 
-    private func acceptClients(_ listener: Int32, _ factory: (() -> LineSession)?) {
+    private func acceptClients(_ listener: Int32, _ name: String, _ factory: (() -> LineSession)?) {
         while true {
             let fd = clinux_accept_nonblocking(listener)
             if fd < 0 { return }
             if clients.count >= Self.maxClients { close(fd); continue }
+            let peer = Peer.of(socket: fd)
+            let allowed = access.allows(peer)
+            onConnection?(peer, name, allowed)
+            if !allowed {
+                // One line saying why, then close. The socket's send buffer is empty, so
+                // this short non-blocking send does not wait.
+                refusedClients.add(1, ordering: .relaxed)
+                let who = peer.map { "\($0)" } ?? "a TCP client (no credentials)"
+                let reason = "\(who) is not in control.allowed_users or control.allowed_groups"
+                let line = factory == nil
+                    ? errorReply(id: nil, .notAllowed, reason).text + "\n"
+                    : "ACK [4@0] {} permission denied: \(reason)\n"
+                _ = line.utf8CString.withUnsafeBufferPointer { send(fd, $0.baseAddress, $0.count - 1, Int32(MSG_NOSIGNAL)) }
+                close(fd)
+                continue
+            }
             let c = ClientContext(fd: fd, session: factory?())
             clients[fd] = c
             if let hello = c.session?.greeting() { enqueueRaw(c, hello) }

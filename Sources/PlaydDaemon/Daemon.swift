@@ -77,6 +77,26 @@ public final class Daemon: @unchecked Sendable {
                                    handler: { [unowned self] req, client in self.handle(req, client) },
                                    onTick: { [unowned self] in self.tick() })
         server.tickEvent = { [unowned self] in self.positionEvent() }
+        do {
+            server.access = try AccessPolicy.resolve(users: config.allowedUsers, groups: config.allowedGroups)
+        } catch {
+            throw DaemonConfig.Error(message: error.message)
+        }
+        let access = server.access
+        server.onConnection = { [logger] peer, listener, allowed in
+            var meta: Logger.Metadata = ["listener": "\(listener)"]
+            if let p = peer {
+                meta["peer.uid"] = "\(p.uid)"; meta["peer.gid"] = "\(p.gid)"; meta["peer.pid"] = "\(p.pid)"
+            }
+            if allowed {
+                logger.info("client connected", metadata: meta)
+            } else {
+                logger.warning("client refused: not in control.allowed_users/allowed_groups", metadata: meta)
+            }
+        }
+        if !access.isOpen && !config.mpdTCP.isEmpty {
+            logger.warning("mpd.bind: TCP clients carry no credentials, so with control.allowed_users/allowed_groups set they are all refused")
+        }
         if config.mpdEnabled {
             let password = config.mpdPassword.isEmpty ? nil : config.mpdPassword
             let make: () -> LineSession = { [unowned self] in

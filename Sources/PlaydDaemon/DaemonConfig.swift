@@ -14,6 +14,10 @@ public struct DaemonConfig: Sendable, Equatable {
     public var socketMode: UInt32 = 0o660
     /// `control.socket_group`: group that owns the socket (empty: the daemon's group).
     public var socketGroup = ""
+    /// `control.allowed_users`, `control.allowed_groups`: names or numeric ids let in on
+    /// the control and MPD sockets (SO_PEERCRED). Both empty: anyone who can open them.
+    public var allowedUsers: [String] = []
+    public var allowedGroups: [String] = []
     /// `output.device`: output spec (auto, alsa:DEVICE, null, wav:PATH).
     public var outputDevice = "auto"
     /// `output.fallback`: ALSA devices tried after `output.device`, in order.
@@ -119,6 +123,8 @@ public struct DaemonConfig: Sendable, Equatable {
                 guard let m = UInt32(s, radix: 8), m <= 0o777 else { throw fail("'\(s)' is not an octal mode such as \"0660\"") }
                 socketMode = m
             case "control.socket_group": socketGroup = try string()
+            case "control.allowed_users": allowedUsers = try strings()
+            case "control.allowed_groups": allowedGroups = try strings()
             case "output.device": outputDevice = try string()
             case "output.fallback": outputFallback = try strings()
             case "output.feeds":

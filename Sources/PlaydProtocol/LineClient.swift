@@ -87,7 +87,8 @@ public final class LineClient {
     }
 
     /// Sends a request object and returns the reply with the same `id` (events that
-    /// arrive in between are skipped).
+    /// arrive in between are skipped). An error reply without an id answers it too: the
+    /// server says something about the connection itself (e.g. `not_allowed`).
     public func request(_ object: JSON, timeoutMillis: Int32 = 10_000) -> JSON? {
         guard send(object.text) else { return nil }
         let id = object["id"]
@@ -95,6 +96,7 @@ public final class LineClient {
             guard let reply = try? JSON.parse(line) else { continue }
             if reply["event"] != nil { continue }
             if id == nil || reply["id"] == id { return reply }
+            if reply["id"] == nil && reply["ok"] == .bool(false) { return reply }
         }
         return nil
     }

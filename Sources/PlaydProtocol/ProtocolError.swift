@@ -18,6 +18,9 @@ public enum ProtocolErrorCode: String, CaseIterable, Sendable {
     case outsideLibrary = "outside_library"
     /// `update` while a library update runs.
     case updateRunning = "update_running"
+    /// The connecting process's user and groups are not in `control.allowed_users` /
+    /// `control.allowed_groups`; the connection is closed after this line.
+    case notAllowed = "not_allowed"
     /// Anything unexpected; the message says what.
     case `internal` = "internal"
 }

@@ -23,7 +23,9 @@ final class DaemonHarness {
 
     /// `outputKeys`: more lines for the `[output]` table (e.g. `feeds = [...]`); `$DIR`
     /// in it stands for the harness's folder.
-    init(extraConfig: String = "", output: String? = nil, outputKeys: String = "", name: String = #function) throws {
+    /// `controlKeys`: more lines for the `[control]` table.
+    init(extraConfig: String = "", output: String? = nil, outputKeys: String = "", controlKeys: String = "",
+         name: String = #function) throws {
         let safe = name.filter { $0.isLetter || $0.isNumber }
         dir = NSTemporaryDirectory() + "playd-it-\(getpid())-\(safe)-\(UInt16.random(in: 0...UInt16.max))"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -36,6 +38,7 @@ final class DaemonHarness {
         try """
         [control]
         socket = "\(socket)"
+        \(controlKeys)
         [output]
         device = "\(out)"
         \(outputKeys.replacingOccurrences(of: "$DIR", with: dir))
@@ -46,10 +49,11 @@ final class DaemonHarness {
         """.write(toFile: configPath, atomically: true, encoding: .utf8)
     }
 
-    /// Starts playd and waits until it answers a ping.
-    @discardableResult
+    /// Starts playd and waits until it answers a ping (`ping: false`: until it logs
+    /// that it listens, for a daemon that will refuse this process).
     /// `launcher`: a command that runs playd (e.g. `setpriv --reuid=…`), if any.
-    func start(arguments: [String] = [], launcher: [String] = []) throws -> Process {
+    @discardableResult
+    func start(arguments: [String] = [], launcher: [String] = [], ping: Bool = true) throws -> Process {
         let p = Process()
         if let first = launcher.first {
             p.executableURL = URL(fileURLWithPath: "/usr/bin/" + first)
@@ -67,7 +71,8 @@ final class DaemonHarness {
         process = p
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
-            if let c = try? LineClient(path: socket), c.request(.obj(("id", .int(0)), ("cmd", .string("ping")))) != nil { return p }
+            if !ping && self.log.contains("listening") { return p }
+            if ping, let c = try? LineClient(path: socket), c.request(.obj(("id", .int(0)), ("cmd", .string("ping")))) != nil { return p }
             if !p.isRunning { break }
             usleep(20_000)
         }

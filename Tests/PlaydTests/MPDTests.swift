@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import PlaydProtocol
+@testable import PlaydProtocol
 import CoreStreamTestSupport
 @testable import PlaydDaemon
 

@@ -1,0 +1,60 @@
+/// The properties the protocol fuzzers check, callable from tests too.
+///
+/// `scripts/fuzz` links these into libFuzzer entry points (`Fuzz/*.swift`, built with
+/// `-sanitize=fuzzer,address`); `FuzzCorpusTests` runs every committed seed and
+/// regression input in `Fuzz/corpus` through the same functions on each `swift test`.
+/// A violated property traps (precondition), which is what libFuzzer reports as a crash.
+public enum FuzzChecks {
+    /// The JSON control parser on arbitrary bytes:
+    /// - `JSON.parse` returns or throws a ParseError; never traps, recurses without
+    ///   bound (depth is capped) or reads out of bounds (ASan);
+    /// - what parses survives a round trip through `JSON.text` unchanged;
+    /// - every string in it also goes through the time-argument parser (`seek`'s
+    ///   "1:23.5", "+10", "50%"), which must return or throw.
+    public static func jsonRequest(_ bytes: UnsafeBufferPointer<UInt8>) {
+        // The control server rejects invalid UTF-8 before parsing; so do we.
+        guard let text = String(validating: bytes, as: UTF8.self) else { return }
+        guard let value = try? JSON.parse(text) else { return }
+        let again: JSON
+        do { again = try JSON.parse(value.text) } catch {
+            preconditionFailure("written JSON does not parse again: \(value.text): \(error)")
+        }
+        precondition(again == value, "round trip changed the value: \(value.text) -> \(again.text)")
+        visitStrings(value) { _ = try? TimeArgument(parsing: $0) }
+    }
+
+    /// The MPD protocol parser: the bytes after the first, split at newlines, go to one
+    /// `MPDSession` as a client's lines (argument quoting, command lists, idle/noidle,
+    /// password, the ACK format). Bit 0 of the first byte sets a password. Commands are
+    /// answered by a stand-in that echoes its arguments, fails for `fail` and answers
+    /// `big` with many lines, so every path of the session is reachable. Checks that
+    /// every reply is empty or whole lines and that nothing is accepted after `close`.
+    public static func mpdLines(_ bytes: UnsafeBufferPointer<UInt8>) {
+        let session = MPDSession(password: (bytes.first ?? 0) & 1 == 1 ? "secret" : nil) {
+            command, arguments throws(MPDSession.Failure) in
+            switch command {
+            case "fail": throw MPDSession.Failure(.noExist, "No such song: \(arguments.first ?? "")")
+            case "big": return (0..<min(arguments.count * 50, 2000)).map { "line: \($0)" }
+            default: return arguments.enumerated().map { "arg\($0.offset): \($0.element.count)" }
+            }
+        }
+        // Bytes, not Characters: "\r\n" is one Character, so hasSuffix("\n") is false for it.
+        func wholeLines(_ s: String) -> Bool { s.isEmpty || s.utf8.last == 0x0A }
+        if let hello = session.greeting() { precondition(wholeLines(hello)) }
+        for (i, line) in bytes.dropFirst().split(separator: 0x0A, omittingEmptySubsequences: false).enumerated() {
+            let (reply, close) = session.receive(Array(line))
+            precondition(wholeLines(reply), "reply is not whole lines: \(reply.debugDescription)")
+            if close { return }  // the server closes here; nothing more is read
+            if i % 3 == 2 { precondition(wholeLines(session.notify(["player", "playlist"]))) }
+        }
+    }
+
+    private static func visitStrings(_ v: JSON, _ body: (String) -> Void) {
+        switch v {
+        case .string(let s): body(s)
+        case .array(let a): for e in a { visitStrings(e, body) }
+        case .object(let members): for (_, e) in members { visitStrings(e, body) }
+        default: break
+        }
+    }
+}

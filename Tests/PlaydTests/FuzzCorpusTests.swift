@@ -1,0 +1,32 @@
+import CoreStreamTestSupport
+import Foundation
+import PlaydProtocol
+import Testing
+
+/// Every committed fuzz seed and regression input (`Fuzz/corpus/TARGET`) through the
+/// same property checks the libFuzzer targets run (`scripts/fuzz`). An input that once
+/// crashed a target is added there, so it stays fixed.
+@Suite("Fuzz corpus")
+struct FuzzCorpusTests {
+    static func corpus(_ target: String) -> [String] {
+        let dir = Fixtures.repositoryRoot.appendingPathComponent("Fuzz/corpus/\(target)").path
+        return ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).sorted().map { dir + "/" + $0 }
+    }
+
+    @Test("the corpora are there", arguments: ["json", "mpd"])
+    func corpusExists(target: String) {
+        #expect(Self.corpus(target).count >= 8)
+    }
+
+    @Test("JSON control parser", arguments: corpus("json"))
+    func json(path: String) throws {
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        data.withUnsafeBytes { FuzzChecks.jsonRequest($0.bindMemory(to: UInt8.self)) }
+    }
+
+    @Test("MPD protocol parser", arguments: corpus("mpd"))
+    func mpd(path: String) throws {
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        data.withUnsafeBytes { FuzzChecks.mpdLines($0.bindMemory(to: UInt8.self)) }
+    }
+}
