@@ -74,3 +74,76 @@ public enum BadMedia {
         return cases
     }
 }
+
+/// The hardening corpus (issue 11): every fixture damaged many ways, for running
+/// through the real daemon's queue.
+public enum BadMediaCorpus {
+    public enum Damage: Sendable, Equatable {
+        /// Cut to this fraction of its length.
+        case truncated(Double)
+        /// This fraction of its bytes XORed with a random non-zero byte, from `seed`.
+        case flipped(rate: Double, seed: UInt64)
+        /// The first 1 KiB zeroed.
+        case headerZeroed
+    }
+
+    public static let truncationPoints: [Double] = [0.001, 0.01, 0.05, 0.1, 0.25, 0.4, 0.5, 0.75, 0.9, 0.99]
+    public static let flipRates: [Double] = [0.01, 0.001, 0.0001]
+
+    public struct Entry: Sendable {
+        public var path: String
+        public var fixture: String
+        public var damage: Damage
+    }
+
+    /// Writes `fixtures` × (10 truncations + 3 flip rates × `seeds` + zeroed header) into
+    /// `directory`; returns them in a stable order.
+    public static func make(in directory: String, fixtures: [Fixture], seeds: Int) throws -> [Entry] {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        var out: [Entry] = []
+        for f in fixtures {
+            let data = try Data(contentsOf: URL(fileURLWithPath: f.path))
+            let ext = (f.name as NSString).pathExtension
+            let base = (f.name as NSString).deletingPathExtension
+            func write(_ d: Data, _ tag: String, _ damage: Damage) {
+                let p = "\(directory)/\(base)-\(tag).\(ext)"
+                FileManager.default.createFile(atPath: p, contents: d)
+                out.append(Entry(path: p, fixture: f.name, damage: damage))
+            }
+            for (i, point) in truncationPoints.enumerated() {
+                write(data.prefix(Int(Double(data.count) * point)), "trunc\(i)", .truncated(point))
+            }
+            for (r, rate) in flipRates.enumerated() {
+                for seed in 1...UInt64(seeds) {
+                    var rng = SplitMix64(seed: seed &* 1_000_003 &+ UInt64(r))
+                    var d = data
+                    let flips = max(1, Int(Double(d.count) * rate))
+                    d.withUnsafeMutableBytes { b in
+                        for _ in 0..<flips {
+                            let at = Int(rng.next() % UInt64(b.count))
+                            b[at] ^= UInt8(truncatingIfNeeded: rng.next() % 255 + 1)
+                        }
+                    }
+                    write(d, "flip\(r)-\(seed)", .flipped(rate: rate, seed: seed))
+                }
+            }
+            var z = data
+            z.replaceSubrange(0..<min(1024, z.count), with: Data(count: min(1024, z.count)))
+            write(z, "zeroed", .headerZeroed)
+        }
+        return out
+    }
+}
+
+/// A small seeded generator (SplitMix64): the same corpus on every machine.
+public struct SplitMix64: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+    public init(seed: UInt64) { state = seed }
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

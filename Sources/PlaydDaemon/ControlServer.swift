@@ -23,6 +23,8 @@ public final class ControlServer: @unchecked Sendable {
     public static let maxLineBytes = 64 * 1024
     public static let maxPendingBytes = 1 << 20
     public static let maxClients = 1024
+    /// A client's drained output buffer keeps its capacity up to this; a larger one is freed.
+    static let retainedBufferBytes = 16 * 1024
 
     public let path: String
     private let listenFD: Int32
@@ -338,7 +340,7 @@ public final class ControlServer: @unchecked Sendable {
                     } else {
                         handleLine(c, c.input)
                     }
-                    c.input.removeAll(keepingCapacity: true)
+                    c.input.removeAll(keepingCapacity: c.input.capacity <= Self.retainedBufferBytes)
                 } else if !c.discardingLongLine {
                     c.input.append(b)
                     if c.input.count > Self.maxLineBytes {
@@ -430,7 +432,10 @@ public final class ControlServer: @unchecked Sendable {
             }
             c.outputOffset += n
         }
-        c.output.removeAll(keepingCapacity: true)
+        // Drained. Keep a small buffer for the next reply; a burst (a long queue
+        // listing, an event storm) may have grown it up to maxPendingBytes, and a
+        // subscriber connected for months must not hold that high-water mark.
+        c.output.removeAll(keepingCapacity: c.output.capacity <= Self.retainedBufferBytes)
         c.outputOffset = 0
     }
 

@@ -153,6 +153,11 @@ extension Daemon {
                 let gapless = try engine.setNext(path: e.path)
                 pendingNext = (e.id, gapless)
                 return
+            } catch where error.code == .notPlaying {
+                // The current track ended meanwhile (a short one, or an unpaced output):
+                // its trackEnded plays what comes next. Nothing is wrong with this entry.
+                pendingNext = nil
+                return
             } catch {
                 reportSkipped(id: e.id, path: e.path, error)
                 candidate = queue.successor(of: i, manual: true)

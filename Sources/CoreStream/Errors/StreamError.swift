@@ -20,6 +20,7 @@ public struct StreamError: Error, Sendable, CustomStringConvertible {
             case unsupportedCodec = "unsupported_codec"
             case unsupportedFormat = "unsupported_format"
             case invalidArgument = "invalid_argument"
+            case notPlaying = "not_playing"
             case outputUnavailable = "output_unavailable"
             case outputFailed = "output_failed"
             case ioError = "io_error"
@@ -52,6 +53,9 @@ public struct StreamError: Error, Sendable, CustomStringConvertible {
         public static let unsupportedFormat = Code(.unsupportedFormat)
         /// A position, range or option out of bounds.
         public static let invalidArgument = Code(.invalidArgument)
+        /// The operation needs a track playing and none is (e.g. `setNext` after the
+        /// last track ended: a race the caller resolves by playing instead).
+        public static let notPlaying = Code(.notPlaying)
         /// No output in the fallback chain could be opened.
         public static let outputUnavailable = Code(.outputUnavailable)
         /// An open output failed while playing (device lost, write error).

@@ -394,10 +394,13 @@ public final class PlaybackEngine: @unchecked Sendable {
             }
             return false
         }
+        // Checked before opening too, so a track that already ended costs no open.
+        let playing = control.withLock { c in c.track != nil && c.transport.state != .stopped }
+        guard playing else { throw StreamError(.notPlaying, "nothing is playing for \(path) to follow") }
         let decoder = try AudioDecoder(path: path)
         return try control.withLock { (c: inout Control) throws(StreamError) -> Bool in
             guard c.track != nil, c.transport.state != .stopped, let out = c.negotiated else {
-                throw StreamError(.invalidArgument, "nothing is playing for \(path) to follow")
+                throw StreamError(.notPlaying, "nothing is playing for \(path) to follow")
             }
             let natural = PCMFormat(sampleRate: decoder.info.sampleRate, channels: decoder.info.channels)
             if natural != out.pcm && configuration.formatChange == .reopen {
