@@ -561,6 +561,7 @@ public final class Daemon: @unchecked Sendable {
     }
 
     private func restoreState() {
+        StateStore.removeLeftovers(of: statePath)
         let saved: SavedState?
         do {
             saved = try StateStore.load(from: statePath)

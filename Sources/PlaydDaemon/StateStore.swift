@@ -69,6 +69,21 @@ enum StateStore {
         if rename(tmp, path) != 0 { let e = errno; unlink(tmp); throw Error(message: "\(path): rename() failed: \(String(cString: strerror(e)))") }
     }
 
+    /// Removes temporary files a killed playd left next to `path` (`NAME.tmp.PID` whose
+    /// process is gone): a `kill -9` between writing and renaming leaves one behind.
+    static func removeLeftovers(of path: String) {
+        let slash = path.lastIndex(of: "/") ?? path.startIndex
+        let dir = slash == path.startIndex ? "." : String(path[..<slash])
+        let prefix = String(path[path.index(after: slash)...]) + ".tmp."
+        guard let d = opendir(dir) else { return }
+        defer { closedir(d) }
+        while let e = readdir(d) {
+            let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+            guard name.hasPrefix(prefix), let pid = Int32(name.dropFirst(prefix.count)) else { continue }
+            if pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH { unlink(dir + "/" + name) }
+        }
+    }
+
     /// nil when there is no state file; throws when it exists but is unreadable or corrupt.
     static func load(from path: String) throws(Error) -> SavedState? {
         guard access(path, F_OK) == 0 else { return nil }
