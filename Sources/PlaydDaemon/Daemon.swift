@@ -534,7 +534,8 @@ public final class Daemon: @unchecked Sendable {
                                    ("track_gain_db", s.replayGain.trackGainDB.map(JSON.number) ?? .null),
                                    ("album_gain_db", s.replayGain.albumGainDB.map(JSON.number) ?? .null))),
               ("underruns", .int(s.underruns)), ("corrupt_packets", .int(s.corruptPackets)),
-              ("clients_dropped", .int(server?.droppedSlowClients.load(ordering: .relaxed) ?? 0))]
+              ("clients_dropped", .int(server?.droppedSlowClients.load(ordering: .relaxed) ?? 0)),
+              ("clients_refused", .int(server?.refusedClients.load(ordering: .relaxed) ?? 0))]
         if let ns = s.lastStartLatencyNanoseconds {
             // From the last play/seek request to its first frame written to the output.
             m.append(("start_latency_ms", .number(Double(ns) / 1e6)))
