@@ -43,6 +43,8 @@ public final class Daemon: @unchecked Sendable {
     var lastLibraryEvent: UInt64 = 0
     /// Tags and durations for `queue` listings, by path. Control thread.
     var probeCache: [String: (title: String?, artist: String?, duration: Double?)] = [:]
+    /// Set while the output device is lost (DaemonOutputRecovery.swift). Control thread.
+    var recovery: OutputRecovery?
 
     public init(config: DaemonConfig, logger: Logger) throws {
         self.config = config
@@ -175,7 +177,9 @@ public final class Daemon: @unchecked Sendable {
             if s == .stopped { server?.post { ProcessTuning.releaseFreeMemory() } }
         case .underruns(let n): json = .obj(("event", .string("underrun")), ("underruns", .int(n)))
         case .corruptPackets(let p, let n): json = .obj(("event", .string("corrupt_packets")), ("file", .string(p)), ("count", .int(n)))
-        case .error(let err): json = .obj(("event", .string("error")), ("code", .string(err.code.name)), ("message", .string(err.message)))
+        case .error(let err):
+            json = .obj(("event", .string("error")), ("code", .string(err.code.name)), ("message", .string(err.message)))
+            if err.code == .outputFailed { server?.post { [weak self] in self?.outputLost(err) } }
         case .gaplessTransition(_, let to):
             // The `track_end` and `track` events went out already; the queue moves on.
             server?.post { [weak self] in self?.queueTrackStarted(to) }
@@ -203,9 +207,12 @@ public final class Daemon: @unchecked Sendable {
     /// Periodic work on the control thread: save state while playing.
     private func tick() {
         let now = monotonicNanoseconds()
-        if engine.status().state == .playing && now - lastSaved > UInt64(config.saveInterval) * 1_000_000_000 {
+        // While the output is lost the position stands still: the state saved before
+        // it went is the one to keep.
+        if recovery == nil && engine.status().state == .playing && now - lastSaved > UInt64(config.saveInterval) * 1_000_000_000 {
             saveState()
         }
+        outputRecoveryTick()
         libraryTick()
     }
 
@@ -535,7 +542,8 @@ public final class Daemon: @unchecked Sendable {
                                    ("album_gain_db", s.replayGain.albumGainDB.map(JSON.number) ?? .null))),
               ("underruns", .int(s.underruns)), ("corrupt_packets", .int(s.corruptPackets)),
               ("clients_dropped", .int(server?.droppedSlowClients.load(ordering: .relaxed) ?? 0)),
-              ("clients_refused", .int(server?.refusedClients.load(ordering: .relaxed) ?? 0))]
+              ("clients_refused", .int(server?.refusedClients.load(ordering: .relaxed) ?? 0)),
+              ("output_error", outputErrorJSON())]
         if let ns = s.lastStartLatencyNanoseconds {
             // From the last play/seek request to its first frame written to the output.
             m.append(("start_latency_ms", .number(Double(ns) / 1e6)))

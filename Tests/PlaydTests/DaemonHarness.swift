@@ -52,9 +52,14 @@ final class DaemonHarness {
     /// Starts playd and waits until it answers a ping (`ping: false`: until it logs
     /// that it listens, for a daemon that will refuse this process).
     /// `launcher`: a command that runs playd (e.g. `setpriv --reuid=…`), if any.
+    /// `environment`: variables set for playd on top of the test's own.
     @discardableResult
-    func start(arguments: [String] = [], launcher: [String] = [], ping: Bool = true) throws -> Process {
+    func start(arguments: [String] = [], launcher: [String] = [], ping: Bool = true,
+               environment: [String: String] = [:]) throws -> Process {
         let p = Process()
+        if !environment.isEmpty {
+            p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         if let first = launcher.first {
             p.executableURL = URL(fileURLWithPath: "/usr/bin/" + first)
             p.arguments = Array(launcher.dropFirst()) + [Self.playd, "--config", configPath] + arguments

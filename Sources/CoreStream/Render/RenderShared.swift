@@ -194,7 +194,8 @@ public final class RenderShared: @unchecked Sendable {
     public let deviceXruns = Atomic<Int>(0)
     /// System suspends (-ESTRPIPE) recovered. Written by render.
     public let suspends = Atomic<Int>(0)
-    /// The last unrecoverable device error (negative errno), 0 if none. Written by render.
+    /// The last unrecoverable device error (negative errno), 0 if none. Written by render;
+    /// reset to 0 by the control side in `reopenOutput`, only while no render thread runs.
     public let deviceError = Atomic<Int>(0)
     /// The generation whose last frame the device has played. Written by render (release).
     public let endedGeneration = Atomic<UInt64>(0)

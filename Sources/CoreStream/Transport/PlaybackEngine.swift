@@ -101,6 +101,9 @@ public final class PlaybackEngine: @unchecked Sendable {
         public var output: NegotiatedFormat?
         public var underruns: Int
         public var deviceXruns: Int
+        /// The output's failure (a negative errno from the device), 0 while it works.
+        /// Set by the render thread; cleared when ``recoverOutput()`` reopens it.
+        public var deviceError: Int
         public var corruptPackets: Int
         /// From the last `seek` (or `play`) call to its first frame written to the
         /// device, once that has happened.
@@ -152,6 +155,9 @@ public final class PlaybackEngine: @unchecked Sendable {
         var output: (any AudioOutput)?
         var renderThread: PThread?
         var usingNullFallback = false
+        /// The format of the last successful open: what ``recoverOutput()`` reopens,
+        /// as a failed reopen clears `requestedFormat`.
+        var lastOpened: (format: PCMFormat, width: DeviceSampleFormat)?
         var corruptPackets = 0
         /// When the current generation was requested (play or seek).
         var requestedAt: UInt64 = 0
@@ -249,7 +255,8 @@ public final class PlaybackEngine: @unchecked Sendable {
             defer { if c.track?.path != path { c.replayGain = oldReplayGain; applyLevel(c) } }
             let wanted = PCMFormat(sampleRate: decoder.info.sampleRate, channels: decoder.info.channels)
             let width = decoder.info.preferredDeviceFormat
-            if c.output == nil || c.requestedFormat != wanted || c.requestedSampleFormat != width {
+            let failed = shared.deviceError.load(ordering: .relaxed) != 0
+            if c.output == nil || c.requestedFormat != wanted || c.requestedSampleFormat != width || failed {
                 do throws(StreamError) {
                     try reopenOutput(&c, for: wanted, preferring: width)
                 } catch {
@@ -293,6 +300,21 @@ public final class PlaybackEngine: @unchecked Sendable {
             if c.output == nil || c.requestedFormat != format || c.requestedSampleFormat != width {
                 try reopenOutput(&c, for: format, preferring: width)
             }
+        }
+    }
+
+    /// After the output failed (``Status/deviceError``; an `.error` event with
+    /// `output_failed`): closes it and opens it again in the format it had. Throws while
+    /// the device is still gone. What was playing is not resumed here: the reader has
+    /// let go of it; `play(path:from:paused:)` from the position heard goes on (the
+    /// daemon does that, with backoff between attempts). Control side only.
+    public func recoverOutput() throws(StreamError) {
+        try control.withLock { (c: inout Control) throws(StreamError) in
+            guard shared.deviceError.load(ordering: .relaxed) != 0 || c.output == nil, let last = c.lastOpened else { return }
+            // Keep reporting the frame heard when the device went, while it stays away.
+            let heard = shared.readPosition()
+            if c.negotiated != nil && heard.generation == c.generation { c.pendingPosition = heard.frame }
+            try reopenOutput(&c, for: last.format, preferring: last.width)
         }
     }
 
@@ -465,6 +487,7 @@ public final class PlaybackEngine: @unchecked Sendable {
                           output: c.negotiated,
                           underruns: shared.underruns.load(ordering: .relaxed),
                           deviceXruns: shared.deviceXruns.load(ordering: .relaxed),
+                          deviceError: shared.deviceError.load(ordering: .relaxed),
                           corruptPackets: c.corruptPackets,
                           lastStartLatencyNanoseconds: latency,
                           direction: direction, loop: c.loop, loopPasses: c.loop == nil ? 0 : passes,
@@ -609,6 +632,10 @@ public final class PlaybackEngine: @unchecked Sendable {
         c.negotiated = negotiated
         c.requestedFormat = format
         c.requestedSampleFormat = width
+        c.lastOpened = (format, width)
+        // A new device: a failure of the old one is history (the render thread that
+        // set it has been joined).
+        shared.deviceError.store(0, ordering: .relaxed)
         for feed in configuration.feeds { feed.configure(input: negotiated.pcm, periodFrames: negotiated.periodFrames) }
         let h = Handoff((shared, output!, negotiated, configuration.feeds))
         c.renderThread = PThread(name: "playd-render") {
@@ -1129,6 +1156,7 @@ public final class PlaybackEngine: @unchecked Sendable {
         let deviceError = r.shared.deviceError.load(ordering: .relaxed)
         if deviceError != r.reportedDeviceError {
             r.reportedDeviceError = deviceError
+            guard deviceError != 0 else { return }  // cleared by a reopen
             let e = StreamError(.outputFailed, "output failed: \(String(cString: strerror(Int32(-deviceError)))) (\(deviceError))")
             logger.error("output failed", metadata: ["errno": "\(deviceError)"])
             onEvent(.error(e))

@@ -1,0 +1,87 @@
+import CoreStream
+import PlaydProtocol
+
+/// The output device failed while playing (PulseAudio killed, a USB DAC unplugged):
+/// what to resume and when to try again. Owned by the control thread.
+struct OutputRecovery {
+    var lostAt: UInt64
+    var error: StreamError
+    var attempts = 0
+    var nextAttempt: UInt64
+    /// What was heard when the device went: played again from there once it is back.
+    var resume: (path: String, position: Int64, paused: Bool, loop: LoopRegion?)?
+
+    /// Seconds between attempts: quick at first (a sound server restarting), then
+    /// sparse, so a device that stays away costs nothing.
+    static let backoffSeconds: [UInt64] = [1, 2, 4, 8, 15, 30]
+    static func delay(afterAttempts n: Int) -> UInt64 {
+        backoffSeconds[min(n, backoffSeconds.count - 1)] * 1_000_000_000
+    }
+}
+
+extension Daemon {
+    /// An `output_failed` error from the engine. Control thread.
+    func outputLost(_ error: StreamError) {
+        guard recovery == nil else { return }
+        let s = engine.status()
+        let now = monotonicNanoseconds()
+        var r = OutputRecovery(lostAt: now, error: error, nextAttempt: now + OutputRecovery.delay(afterAttempts: 0))
+        if let t = s.track, s.state != .stopped {
+            r.resume = (t.path, s.positionFrames, s.state == .paused, s.loop)
+        }
+        recovery = r
+        // As MPD does: the player pauses while its output is gone (status says so, with
+        // `output_error`), and plays on by itself once it is back.
+        if s.state == .playing { engine.pause() }
+        logger.warning("output lost: retrying with backoff", metadata: ["error": "\(error.message)",
+                                                                        "track.path": "\(r.resume?.path ?? "-")",
+                                                                        "position.frames": "\(r.resume?.position ?? 0)"])
+        server?.broadcast(.obj(("event", .string("output_lost")), ("code", .string(error.code.name)),
+                               ("message", .string(error.message)),
+                               ("retry_in_ms", .int(Int64(OutputRecovery.delay(afterAttempts: 0) / 1_000_000)))))
+        notifyMPD(["player"])
+    }
+
+    /// From the tick: one attempt when it is due. Control thread.
+    func outputRecoveryTick() {
+        guard var r = recovery, monotonicNanoseconds() >= r.nextAttempt else { return }
+        r.attempts += 1
+        do throws(StreamError) {
+            try engine.recoverOutput()
+            if let resume = r.resume {
+                do {
+                    try engine.play(path: resume.path, from: resume.position, paused: resume.paused)
+                    if let l = resume.loop { try? engine.setLoop(l) }
+                    queueNextInEngine()
+                } catch where error.code == .outputUnavailable || error.code == .outputFailed {
+                    throw error
+                } catch {
+                    // The device is back but the file is not (deleted meanwhile): say so, stop.
+                    logger.warning("output back, but the track cannot be resumed", metadata: ["error": "\(error.message)"])
+                    server?.broadcast(.obj(("event", .string("error")), ("code", .string(error.code.name)), ("message", .string(error.message))))
+                }
+            }
+            let ms = (monotonicNanoseconds() - r.lostAt) / 1_000_000
+            recovery = nil
+            logger.notice("output back", metadata: ["after.ms": "\(ms)", "attempts": "\(r.attempts)"])
+            server?.broadcast(.obj(("event", .string("output_restored")), ("after_ms", .int(Int64(ms))),
+                                   ("attempts", .int(Int64(r.attempts)))))
+            notifyMPD(["player"])
+        } catch {
+            r.error = error
+            r.nextAttempt = monotonicNanoseconds() + OutputRecovery.delay(afterAttempts: r.attempts)
+            recovery = r
+            logger.warning("output still unavailable", metadata: ["attempt": "\(r.attempts)", "error": "\(error.message)",
+                                                                  "retry.in.s": "\(OutputRecovery.delay(afterAttempts: r.attempts) / 1_000_000_000)"])
+        }
+    }
+
+    /// `status.output_error`: null while the output works.
+    func outputErrorJSON() -> JSON {
+        guard let r = recovery else { return .null }
+        let now = monotonicNanoseconds()
+        return .obj(("code", .string(r.error.code.name)), ("message", .string(r.error.message)),
+                    ("since_ms", .int(Int64((now - r.lostAt) / 1_000_000))), ("attempts", .int(Int64(r.attempts))),
+                    ("next_retry_ms", .int(Int64(r.nextAttempt > now ? (r.nextAttempt - now) / 1_000_000 : 0))))
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import Testing
+import PlaydProtocol
+import CoreStreamTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// CPU time (user + system) a process has used, in clock ticks.
+func cpuTicks(_ pid: Int32) -> Int? {
+    guard let s = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = s.lastIndex(of: ")") else { return nil }
+    let fields = s[s.index(after: close)...].split(separator: " ")
+    // After the command: state(0) ppid(1) … utime(11) stime(12).
+    guard fields.count > 12, let u = Int(fields[11]), let k = Int(fields[12]) else { return nil }
+    return u + k
+}
+
+/// The output device going away while playing: a private PulseAudio server killed
+/// with SIGKILL and started again.
+@Suite("Output faults")
+struct FaultTests {
+    /// Starts (again) a private PulseAudio in `dir` with scripts/pulse; its pid.
+    static func startPulse(_ dir: String) throws -> Int32 {
+        let r = try Shell.run([Fixtures.repositoryRoot.path + "/scripts/pulse", "start", dir])
+        guard r.status == 0 else { throw FixtureError("scripts/pulse start: \(r.stderr)") }
+        let pid = try String(contentsOfFile: dir + "/pulse.pid", encoding: .utf8)
+        return Int32(pid.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+    }
+
+    @Test func pulseKilledAndRestartedMidPlay() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/pulseaudio") else {
+            #expect(ProcessInfo.processInfo.environment["PLAYD_REQUIRE_PULSE"] != "1", "PLAYD_REQUIRE_PULSE is set but there is no pulseaudio")
+            return
+        }
+        let d = try DaemonHarness(output: "alsa:pulse")
+        let pulseDir = d.dir + "/pulse"
+        var pulsePid = try Self.startPulse(pulseDir)
+        defer { _ = try? Shell.run([Fixtures.repositoryRoot.path + "/scripts/pulse", "stop", pulseDir]) }
+        let track = d.dir + "/long.flac"
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:duration=60", "-ac", "2", track])
+        try d.start(environment: ["PULSE_SERVER": "unix:\(pulseDir)/native"])
+        let pid = try #require(d.process?.processIdentifier)
+        let events = try LineClient(path: d.socket)
+        #expect(events.request(.obj(("id", .int(1)), ("cmd", .string("subscribe"))))?["ok"] == .bool(true))
+        #expect(d.request("play", ("path", .string(track)))?["ok"] == .bool(true))
+        usleep(1_500_000)
+
+        func waitEvent(_ name: String, seconds: Int32) -> JSON? {
+            let deadline = Date().addingTimeInterval(Double(seconds))
+            while Date() < deadline {
+                guard let line = events.readLine(timeoutMillis: 500), let e = try? JSON.parse(line) else { continue }
+                if e["event"]?.stringValue == name { return e }
+            }
+            return nil
+        }
+
+        // The sound server dies.
+        let before = d.request("status")?["position"]?.numberValue ?? -1
+        kill(pulsePid, SIGKILL)
+        let lost = try #require(waitEvent("output_lost", seconds: 10), "no output_lost event")
+        #expect(lost["code"]?.stringValue == "output_failed")
+        let during = try #require(d.request("status"))
+        #expect(during["state"]?.stringValue == "paused", "paused while the output is gone, as MPD")
+        #expect(during["output_error"]?["code"] != nil && during["output_error"] != .null)
+        let heardAtLoss = during["position"]?.numberValue ?? -1
+        #expect(heardAtLoss > before - 0.6 && heardAtLoss <= before + 0.2, "heard \(heardAtLoss) s at the loss, \(before) s just before")
+
+        // Nothing spins while it is gone: CPU over 4 s of outage.
+        let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
+        let c0 = cpuTicks(pid) ?? 0
+        usleep(4_000_000)
+        let cpu = Double((cpuTicks(pid) ?? 0) - c0) / ticksPerSecond / 4.0
+        #expect(cpu < 0.03, "playd used \(cpu * 100) % of a core while the output was gone")
+        let attempts = d.request("status")?["output_error"]?["attempts"]?.numberValue ?? 0
+        #expect(attempts >= 2 && attempts <= 3, "backoff: 1 s, 2 s, … between attempts (\(attempts) in ~5 s)")
+
+        // It comes back: playback goes on from where it was heard, by itself.
+        pulsePid = try Self.startPulse(pulseDir)
+        let restored = try #require(waitEvent("output_restored", seconds: 20), "no output_restored event")
+        #expect((restored["attempts"]?.numberValue ?? 0) >= 2)
+        usleep(1_000_000)
+        let after = try #require(d.request("status"))
+        #expect(after["state"]?.stringValue == "playing")
+        #expect(after["output_error"] == .null)
+        let position = after["position"]?.numberValue ?? -1
+        #expect(position > heardAtLoss && position < heardAtLoss + 2.5, "resumed at \(position) s, heard \(heardAtLoss) s at the loss")
+        #expect(d.log.contains("output lost") && d.log.contains("output back"))
+        #expect(d.process?.isRunning == true)
+        _ = cpu
+        print("output fault: lost at \(heardAtLoss) s, CPU while gone \(String(format: "%.2f", cpu * 100)) %, " +
+              "back after \(restored["after_ms"]?.numberValue ?? -1) ms and \(restored["attempts"]?.numberValue ?? -1) attempts")
+    }
+}
