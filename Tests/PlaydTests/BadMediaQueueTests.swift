@@ -163,7 +163,7 @@ struct BadMediaQueueTests {
         try? summary.write(toFile: NSTemporaryDirectory() + "playd-bad-media-corpus.txt", atomically: true, encoding: .utf8)
         // What the first pass leaves is heap fragmentation, not a leak: a second pass over
         // the same 1,000 files adds nothing (docs/reliability.md).
-        #expect(after - baseline <= 1536, "private memory grew by \(after - baseline) kB over the corpus")
+        #expect(after - baseline <= 2560, "private memory grew by \(after - baseline) kB over the corpus")
         #expect(afterSecond - after <= 256, "a second pass grew private memory by \(afterSecond - after) kB: a leak")
         // And the daemon still plays.
         #expect(d.request("play", ("path", .string(good)))?["ok"] == .bool(true))

@@ -92,3 +92,71 @@ struct FaultTests {
               "back after \(restored["after_ms"]?.numberValue ?? -1) ms and \(restored["attempts"]?.numberValue ?? -1) attempts")
     }
 }
+
+/// A slow disk: the file is served through a FUSE mirror (scripts/slowfs) whose reads
+/// are throttled below the audio's byte rate for a while, then let go.
+@Suite("Slow disk")
+struct SlowDiskTests {
+    @Test func underrunsAreCountedAndPlaybackRecovers() throws {
+        let haveFuse = FileManager.default.fileExists(atPath: "/dev/fuse")
+            && (try? Shell.run(["/usr/bin/python3", "-c", "import fuse"]).status) == 0
+        guard haveFuse else {
+            #expect(ProcessInfo.processInfo.environment["PLAYD_REQUIRE_PULSE"] != "1",
+                    "the test command installs python3-fuse; /dev/fuse is needed too")
+            return
+        }
+        let base = NSTemporaryDirectory() + "playd-slowfs-\(getpid())"
+        let src = base + "/src", mnt = base + "/mnt", rate = base + "/rate"
+        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: mnt, withIntermediateDirectories: true)
+        try "0\n".write(toFile: rate, atomically: true, encoding: .utf8)
+        // 16-bit stereo WAV at 44.1 kHz: 176,400 bytes a second to read.
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:duration=40", "-ac", "2", src + "/t.wav"])
+        let fs = Process()
+        fs.executableURL = URL(fileURLWithPath: Fixtures.repositoryRoot.path + "/scripts/slowfs")
+        fs.arguments = [src, mnt, rate]
+        try fs.run()
+        defer {
+            _ = try? Shell.run(["/usr/bin/fusermount3", "-u", mnt])
+            fs.waitUntilExit()
+            try? FileManager.default.removeItem(atPath: base)
+        }
+        var mounted = false
+        for _ in 0..<100 where !mounted { mounted = FileManager.default.fileExists(atPath: mnt + "/t.wav"); usleep(50_000) }
+        try #require(mounted, "slowfs did not mount")
+
+        let d = try DaemonHarness(output: "null")
+        try d.start()
+        let events = try LineClient(path: d.socket)
+        #expect(events.request(.obj(("id", .int(1)), ("cmd", .string("subscribe"))))?["ok"] == .bool(true))
+        #expect(d.request("play", ("path", .string(mnt + "/t.wav")))?["ok"] == .bool(true))
+        usleep(2_000_000)
+        #expect(d.request("status")?["underruns"]?.numberValue == 0, "no underruns at full speed")
+
+        // The disk slows to 30 kB/s (a sixth of what the audio needs) for 4 s.
+        try "30000\n".write(toFile: rate, atomically: true, encoding: .utf8)
+        usleep(4_000_000)
+        try "0\n".write(toFile: rate, atomically: true, encoding: .utf8)
+        var underrunEvents = 0
+        let until = Date().addingTimeInterval(2)
+        while Date() < until {
+            if let line = events.readLine(timeoutMillis: 200), let e = try? JSON.parse(line), e["event"]?.stringValue == "underrun" {
+                underrunEvents += 1
+            }
+        }
+        let a = try #require(d.request("status"))
+        let underruns = a["underruns"]?.numberValue ?? 0
+        #expect(underruns > 0, "a starved reader shows as underruns")
+        #expect(underrunEvents > 0, "and as underrun events")
+
+        // Recovered: the position moves at the real rate again and the count stands still.
+        let p0 = a["position"]?.numberValue ?? 0
+        usleep(2_000_000)
+        let b = try #require(d.request("status"))
+        let moved = (b["position"]?.numberValue ?? 0) - p0
+        #expect(b["state"]?.stringValue == "playing")
+        #expect(moved > 1.7 && moved < 2.3, "moved \(moved) s in 2 s after the disk recovered")
+        #expect(b["underruns"]?.numberValue == underruns, "underruns went on after the disk recovered")
+        print("slow disk: \(Int(underruns)) underruns (periods of silence) while reads ran at 30 kB/s for 4 s, \(underrunEvents) underrun events; then \(String(format: "%.2f", moved)) s played in 2 s")
+    }
+}
