@@ -508,7 +508,7 @@ public final class Daemon: @unchecked Sendable {
     }
 
     func statusMembers() -> [(String, JSON)] {
-        let s = engine.status()
+        let s = playerStatus()
         var m: [(String, JSON)] = [("state", .string(s.state.rawValue))]
         if let t = s.track {
             m += [("file", .string(t.path)),

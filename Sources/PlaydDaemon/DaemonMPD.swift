@@ -208,7 +208,7 @@ extension Daemon {
     // MARK: - Pieces
 
     private func mpdStatus() -> [String] {
-        let s = engine.status()
+        let s = playerStatus()
         var lines = [
             "volume: \(config.mixer == "none" ? -1 : currentLevel().volume)",
             "repeat: \(queue.repeatMode == .off ? 0 : 1)", "random: \(queue.shuffle ? 1 : 0)",
@@ -234,6 +234,8 @@ extension Daemon {
             }
         }
         if let job = library?.scanningJobID, job != 0 { lines.append("updating_db: \(job)") }
+        // MPD's `error:` line, which mpc prints as "ERROR: …": the output is gone.
+        if let r = recovery { lines.append("error: \(String(r.error.message.map { $0 == "\n" ? " " : $0 }))") }
         return lines
     }
 

@@ -76,6 +76,15 @@ extension Daemon {
         }
     }
 
+    /// The engine's status, except that while the output is lost the position is the
+    /// one heard when it went (what playback resumes from): the engine's own figure
+    /// is meaningless once its device is gone.
+    func playerStatus() -> PlaybackEngine.Status {
+        var s = engine.status()
+        if let r = recovery?.resume, s.track?.path == r.path { s.positionFrames = r.position }
+        return s
+    }
+
     /// `status.output_error`: null while the output works.
     func outputErrorJSON() -> JSON {
         guard let r = recovery else { return .null }
