@@ -90,13 +90,16 @@ public final class LineClient {
     /// arrive in between are skipped). An error reply without an id answers it too: the
     /// server says something about the connection itself (e.g. `not_allowed`).
     public func request(_ object: JSON, timeoutMillis: Int32 = 10_000) -> JSON? {
-        guard send(object.text) else { return nil }
+        // A failed send still reads: the server may have said why before it closed
+        // (`not_allowed`), and that line is waiting in the receive queue.
+        let sent = send(object.text)
         let id = object["id"]
         while let line = readLine(timeoutMillis: timeoutMillis) {
             guard let reply = try? JSON.parse(line) else { continue }
             if reply["event"] != nil { continue }
             if id == nil || reply["id"] == id { return reply }
             if reply["id"] == nil && reply["ok"] == .bool(false) { return reply }
+            if !sent { return nil }
         }
         return nil
     }

@@ -34,7 +34,10 @@ struct BadMediaQueueTests {
 
         // The corpus: every fixture truncated at 10 points, flipped at 3 rates × 12 seeds,
         // header zeroed; then the special files.
-        var cases = try BadMediaCorpus.make(in: corpusDir, fixtures: Fixtures.all, seeds: 12).map {
+        // Under a sanitizer (the test command's ASan run) a smaller corpus, one pass and
+        // no memory figures: ASan's quarantine holds freed memory on purpose.
+        let sanitized = ProcessInfo.processInfo.environment["PLAYD_SANITIZER"] != nil
+        var cases = try BadMediaCorpus.make(in: corpusDir, fixtures: Fixtures.all, seeds: sanitized ? 3 : 12).map {
             Case(path: $0.path, what: "\($0.fixture) \($0.damage)", expectedCode: nil)
         }
         for c in try BadMedia.make(in: corpusDir + "/special") where c.name != "nonexistent path" && c.name != "a directory" {
@@ -48,7 +51,7 @@ struct BadMediaQueueTests {
         }
         cases.append(Case(path: corpusDir + "/vanished.flac", what: "deleted after it was queued", expectedCode: "file_not_found"))
         cases.append(Case(path: corpusDir + "/became-a-folder.flac", what: "replaced by a folder after it was queued", expectedCode: "is_directory"))
-        #expect(cases.count >= 1000)
+        #expect(cases.count >= (sanitized ? 400 : 1000))
 
         // A good track after every 25 cases: each must play.
         var queue: [String] = []
@@ -150,7 +153,7 @@ struct BadMediaQueueTests {
 
         // Memory: after the first pass, and after a second one over the same corpus.
         let after = try #require(rssAnonKB(pid))
-        try pass()
+        if !sanitized { try pass() }
         let afterSecond = try #require(rssAnonKB(pid))
         let byCode = Dictionary(grouping: skipped.values, by: \.code).mapValues(\.count).sorted { $0.key < $1.key }
         let summary = """
@@ -160,11 +163,13 @@ struct BadMediaQueueTests {
             RssAnon after warm-up \(baseline) kB, after the corpus \(after) kB, after it again \(afterSecond) kB
             """
         print(summary)
-        try? summary.write(toFile: NSTemporaryDirectory() + "playd-bad-media-corpus.txt", atomically: true, encoding: .utf8)
+        if !sanitized { try? summary.write(toFile: NSTemporaryDirectory() + "playd-bad-media-corpus.txt", atomically: true, encoding: .utf8) }
         // What the first pass leaves is heap fragmentation, not a leak: a second pass over
         // the same 1,000 files adds nothing (docs/reliability.md).
-        #expect(after - baseline <= 2560, "private memory grew by \(after - baseline) kB over the corpus")
-        #expect(afterSecond - after <= 256, "a second pass grew private memory by \(afterSecond - after) kB: a leak")
+        if !sanitized {
+            #expect(after - baseline <= 2560, "private memory grew by \(after - baseline) kB over the corpus")
+            #expect(afterSecond - after <= 256, "a second pass grew private memory by \(afterSecond - after) kB: a leak")
+        }
         // And the daemon still plays.
         #expect(d.request("play", ("path", .string(good)))?["ok"] == .bool(true))
     }
