@@ -301,7 +301,7 @@ public final class ControlServer: @unchecked Sendable {
             let fd = clinux_accept_nonblocking(listener)
             if fd < 0 { return }
             if clients.count >= Self.maxClients { close(fd); continue }
-            let peer = Peer.of(socket: fd)
+            let peer = Peer.of(socket: fd, groups: !access.gids.isEmpty)
             let allowed = access.allows(peer)
             onConnection?(peer, name, allowed)
             if !allowed {

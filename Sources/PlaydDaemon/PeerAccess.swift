@@ -13,10 +13,11 @@ public struct Peer: Sendable, CustomStringConvertible {
     public var groups: [UInt32]
 
     /// The credentials of the peer of the Unix socket `fd`; nil for TCP (none exist).
-    public static func of(socket fd: Int32) -> Peer? {
+    /// `groups`: also read its supplementary groups (only a group allow-list needs them).
+    public static func of(socket fd: Int32, groups: Bool) -> Peer? {
         var pid: Int32 = 0, uid: UInt32 = 0, gid: UInt32 = 0
         guard clinux_peer_credentials(fd, &pid, &uid, &gid) == 0 else { return nil }
-        return Peer(pid: pid, uid: uid, gid: gid, groups: pid > 0 ? supplementaryGroups(pid: pid) : [])
+        return Peer(pid: pid, uid: uid, gid: gid, groups: groups && pid > 0 ? supplementaryGroups(pid: pid) : [])
     }
 
     public var description: String { "uid \(uid) gid \(gid) pid \(pid)" }

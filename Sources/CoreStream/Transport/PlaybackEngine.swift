@@ -311,9 +311,6 @@ public final class PlaybackEngine: @unchecked Sendable {
     public func recoverOutput() throws(StreamError) {
         try control.withLock { (c: inout Control) throws(StreamError) in
             guard shared.deviceError.load(ordering: .relaxed) != 0 || c.output == nil, let last = c.lastOpened else { return }
-            // Keep reporting the frame heard when the device went, while it stays away.
-            let heard = shared.readPosition()
-            if c.negotiated != nil && heard.generation == c.generation { c.pendingPosition = heard.frame }
             try reopenOutput(&c, for: last.format, preferring: last.width)
         }
     }
