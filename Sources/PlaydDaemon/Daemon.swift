@@ -540,7 +540,8 @@ public final class Daemon: @unchecked Sendable {
                                    ("applied_db", s.replayGainAppliedDB.map(JSON.number) ?? .null),
                                    ("track_gain_db", s.replayGain.trackGainDB.map(JSON.number) ?? .null),
                                    ("album_gain_db", s.replayGain.albumGainDB.map(JSON.number) ?? .null))),
-              ("underruns", .int(s.underruns)), ("corrupt_packets", .int(s.corruptPackets)),
+              ("underruns", .int(s.underruns)), ("device_xruns", .int(s.deviceXruns)),
+              ("corrupt_packets", .int(s.corruptPackets)),
               ("clients_dropped", .int(server?.droppedSlowClients.load(ordering: .relaxed) ?? 0)),
               ("clients_refused", .int(server?.refusedClients.load(ordering: .relaxed) ?? 0)),
               ("output_error", outputErrorJSON())]

@@ -140,8 +140,10 @@ struct LoadTests {
                         close(c.fd); c.fd = -1; continue
                     }
                 }
-                if re & Int16(POLLHUP | POLLERR) != 0 && c.kind == .nonReader && nonReaderCutAt == nil {
-                    nonReaderCutAt = Double(t - start) / 1e9
+                if re & Int16(POLLHUP | POLLERR) != 0 && c.kind == .nonReader {
+                    if nonReaderCutAt == nil { nonReaderCutAt = Double(t - start) / 1e9 }
+                    close(c.fd); c.fd = -1  // else poll() reports the hang-up at once, forever
+                    continue
                 }
                 guard re & Int16(POLLIN | POLLHUP | POLLERR) != 0, c.kind != .nonReader else { continue }
                 let n = recv(c.fd, &buffer, buffer.count, 0)
