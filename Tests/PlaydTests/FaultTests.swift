@@ -125,7 +125,10 @@ struct SlowDiskTests {
         fs.arguments = [src, mnt, rate]
         try fs.run()
         defer {
-            _ = try? Shell.run(["/usr/bin/fusermount3", "-u", mnt])
+            // Lazy: detaches even while a (killed) playd still holds the file; then the
+            // FUSE server is stopped outright, so nothing here can wait forever.
+            _ = try? Shell.run(["/usr/bin/fusermount3", "-uz", mnt])
+            kill(fs.processIdentifier, SIGKILL)
             fs.waitUntilExit()
             try? FileManager.default.removeItem(atPath: base)
         }
@@ -165,6 +168,7 @@ struct SlowDiskTests {
         #expect(b["state"]?.stringValue == "playing")
         #expect(moved > 1.7 && moved < 2.3, "moved \(moved) s in 2 s after the disk recovered")
         #expect(b["underruns"]?.numberValue == underruns, "underruns went on after the disk recovered")
+        d.kill9()  // before the mount goes
         print("slow disk: \(Int(underruns)) underruns (periods of silence) while reads ran at 30 kB/s for 4 s, \(underrunEvents) underrun events; then \(String(format: "%.2f", moved)) s played in 2 s")
     }
 }
