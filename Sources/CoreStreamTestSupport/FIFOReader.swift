@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import CoreStream
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -8,7 +9,7 @@ import Glibc
 /// every byte with the time it arrived. It can start late, stall (stop reading while
 /// keeping the FIFO open) and go away, to test how a feed copes.
 public final class FIFOReader: @unchecked Sendable {
-    // @unchecked Sendable: everything mutable is inside `state` (a Mutex).
+    // @unchecked Sendable: everything mutable is inside `state` (`Locked`).
     public let path: String
     private struct State {
         var bytes: [UInt8] = []
@@ -18,7 +19,7 @@ public final class FIFOReader: @unchecked Sendable {
         var stop = false
         var done = false
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let started = Date()
     private var thread: Thread?
 

@@ -47,8 +47,10 @@ extension Daemon {
         guard var r = recovery, monotonicNanoseconds() >= r.nextAttempt else { return }
         r.attempts += 1
         do throws(StreamError) {
-            try engine.recoverOutput()
-            if let resume = r.resume {
+            // false: the user played something meanwhile and that reopened the device;
+            // what was heard at the loss is no longer wanted.
+            let reopened = try engine.recoverOutput()
+            if reopened, let resume = r.resume {
                 do {
                     try engine.play(path: resume.path, from: resume.position, paused: resume.paused)
                     if let l = resume.loop { try? engine.setLoop(l) }
@@ -83,6 +85,20 @@ extension Daemon {
         var s = engine.status()
         if let r = recovery?.resume, s.track?.path == r.path { s.positionFrames = r.position }
         return s
+    }
+
+    /// A transport request while the output is lost changes what happens when it is
+    /// back: after `stop` (or `clear`) nothing resumes; after `pause`, `resume` or
+    /// `toggle` it comes back in the state the player now shows. Control thread.
+    func outputRecoveryTransport(_ command: String) {
+        guard var r = recovery, r.resume != nil else { return }
+        let state = engine.status().state
+        if command == "stop" || state == .stopped {
+            r.resume = nil
+        } else {
+            r.resume!.paused = state == .paused
+        }
+        recovery = r
     }
 
     /// `status.output_error`: null while the output works.

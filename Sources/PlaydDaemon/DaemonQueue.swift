@@ -47,6 +47,7 @@ extension Daemon {
             queue.clear()
             pendingNext = nil
             engine.stop()
+            outputRecoveryTransport("stop")
             queueChanged()
             return []
         case "queue":

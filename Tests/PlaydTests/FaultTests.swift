@@ -16,49 +16,76 @@ func cpuTicks(_ pid: Int32) -> Int? {
     return u + k
 }
 
-/// The output device going away while playing: a private PulseAudio server killed
-/// with SIGKILL and started again.
-@Suite("Output faults")
-struct FaultTests {
-    /// Starts (again) a private PulseAudio in `dir` with scripts/pulse; its pid.
-    static func startPulse(_ dir: String) throws -> Int32 {
+/// playd playing a long file into a private PulseAudio that a test can kill and start
+/// again, with an event subscription.
+final class PulseOutage {
+    let d: DaemonHarness
+    let pulseDir: String
+    let track: String
+    let events: LineClient
+    private(set) var pulsePid: Int32
+
+    /// nil when there is no pulseaudio here (a failure when the test command requires it).
+    static func make(name: String = #function) throws -> PulseOutage? {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/pulseaudio") else {
+            #expect(ProcessInfo.processInfo.environment["PLAYD_REQUIRE_PULSE"] != "1", "PLAYD_REQUIRE_PULSE is set but there is no pulseaudio")
+            return nil
+        }
+        return try PulseOutage(name: name)
+    }
+
+    private init(name: String) throws {
+        d = try DaemonHarness(output: "alsa:pulse", name: name)
+        pulseDir = d.dir + "/pulse"
+        track = d.dir + "/long.flac"
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:duration=60", "-ac", "2", track])
+        pulsePid = try Self.launchPulse(pulseDir)
+        try d.start(environment: ["PULSE_SERVER": "unix:\(pulseDir)/native"])
+        events = try LineClient(path: d.socket)
+        #expect(events.request(.obj(("id", .int(1)), ("cmd", .string("subscribe"))))?["ok"] == .bool(true))
+        #expect(d.request("play", ("path", .string(track)))?["ok"] == .bool(true))
+        usleep(1_500_000)
+    }
+
+    deinit { _ = try? Shell.run([Fixtures.repositoryRoot.path + "/scripts/pulse", "stop", pulseDir]) }
+
+    /// Starts a private PulseAudio in `dir` with scripts/pulse; its pid.
+    private static func launchPulse(_ dir: String) throws -> Int32 {
         let r = try Shell.run([Fixtures.repositoryRoot.path + "/scripts/pulse", "start", dir])
         guard r.status == 0 else { throw FixtureError("scripts/pulse start: \(r.stderr)") }
         let pid = try String(contentsOfFile: dir + "/pulse.pid", encoding: .utf8)
         return Int32(pid.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
     }
 
-    @Test func pulseKilledAndRestartedMidPlay() throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/pulseaudio") else {
-            #expect(ProcessInfo.processInfo.environment["PLAYD_REQUIRE_PULSE"] != "1", "PLAYD_REQUIRE_PULSE is set but there is no pulseaudio")
-            return
-        }
-        let d = try DaemonHarness(output: "alsa:pulse")
-        let pulseDir = d.dir + "/pulse"
-        var pulsePid = try Self.startPulse(pulseDir)
-        defer { _ = try? Shell.run([Fixtures.repositoryRoot.path + "/scripts/pulse", "stop", pulseDir]) }
-        let track = d.dir + "/long.flac"
-        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:duration=60", "-ac", "2", track])
-        try d.start(environment: ["PULSE_SERVER": "unix:\(pulseDir)/native"])
-        let pid = try #require(d.process?.processIdentifier)
-        let events = try LineClient(path: d.socket)
-        #expect(events.request(.obj(("id", .int(1)), ("cmd", .string("subscribe"))))?["ok"] == .bool(true))
-        #expect(d.request("play", ("path", .string(track)))?["ok"] == .bool(true))
-        usleep(1_500_000)
+    /// Starts the private PulseAudio again.
+    func startPulse() throws { pulsePid = try Self.launchPulse(pulseDir) }
 
-        func waitEvent(_ name: String, seconds: Int32) -> JSON? {
-            let deadline = Date().addingTimeInterval(Double(seconds))
-            while Date() < deadline {
-                guard let line = events.readLine(timeoutMillis: 500), let e = try? JSON.parse(line) else { continue }
-                if e["event"]?.stringValue == name { return e }
-            }
-            return nil
+    func killPulse() { kill(pulsePid, SIGKILL) }
+
+    /// The next event called `name` within `seconds`.
+    func waitEvent(_ name: String, seconds: Int32) -> JSON? {
+        let deadline = Date().addingTimeInterval(Double(seconds))
+        while Date() < deadline {
+            guard let line = events.readLine(timeoutMillis: 500), let e = try? JSON.parse(line) else { continue }
+            if e["event"]?.stringValue == name { return e }
         }
+        return nil
+    }
+}
+
+/// The output device going away while playing: a private PulseAudio server killed
+/// with SIGKILL and started again.
+@Suite("Output faults")
+struct FaultTests {
+    @Test func pulseKilledAndRestartedMidPlay() throws {
+        guard let o = try PulseOutage.make() else { return }
+        let d = o.d
+        let pid = try #require(d.process?.processIdentifier)
 
         // The sound server dies.
         let before = d.request("status")?["position"]?.numberValue ?? -1
-        kill(pulsePid, SIGKILL)
-        let lost = try #require(waitEvent("output_lost", seconds: 10), "no output_lost event")
+        o.killPulse()
+        let lost = try #require(o.waitEvent("output_lost", seconds: 10), "no output_lost event")
         #expect(lost["code"]?.stringValue == "output_failed")
         let during = try #require(d.request("status"))
         #expect(during["state"]?.stringValue == "paused", "paused while the output is gone, as MPD")
@@ -84,8 +111,8 @@ struct FaultTests {
         #expect(attempts >= 2 && attempts <= 3, "backoff: 1 s, 2 s, … between attempts (\(attempts) in ~5 s)")
 
         // It comes back: playback goes on from where it was heard, by itself.
-        pulsePid = try Self.startPulse(pulseDir)
-        let restored = try #require(waitEvent("output_restored", seconds: 20), "no output_restored event")
+        try o.startPulse()
+        let restored = try #require(o.waitEvent("output_restored", seconds: 20), "no output_restored event")
         #expect((restored["attempts"]?.numberValue ?? 0) >= 2)
         usleep(1_000_000)
         let after = try #require(d.request("status"))
@@ -95,9 +122,29 @@ struct FaultTests {
         #expect(position > heardAtLoss && position < heardAtLoss + 2.5, "resumed at \(position) s, heard \(heardAtLoss) s at the loss")
         #expect(d.log.contains("output lost") && d.log.contains("output back"))
         #expect(d.process?.isRunning == true)
-        _ = cpu
         print("output fault: lost at \(heardAtLoss) s, CPU while gone \(String(format: "%.2f", cpu * 100)) %, " +
               "back after \(restored["after_ms"]?.numberValue ?? -1) ms and \(restored["attempts"]?.numberValue ?? -1) attempts")
+    }
+
+    /// A `stop` while the device is gone is kept: when it comes back nothing resumes.
+    /// A `resume` is kept too: it comes back playing.
+    @Test(arguments: ["stop", "pause-resume"])
+    func whatTheUserDoesDuringTheOutageWins(command: String) throws {
+        guard let o = try PulseOutage.make(name: "whatTheUserDoes-\(command)") else { return }
+        o.killPulse()
+        #expect(o.waitEvent("output_lost", seconds: 10) != nil)
+        if command == "stop" {
+            #expect(o.d.request("stop")?["ok"] == .bool(true))
+        } else {
+            #expect(o.d.request("pause")?["ok"] == .bool(true))
+            #expect(o.d.request("resume")?["ok"] == .bool(true))
+        }
+        try o.startPulse()
+        #expect(o.waitEvent("output_restored", seconds: 20) != nil)
+        usleep(500_000)
+        let st = o.d.request("status")
+        #expect(st?["state"]?.stringValue == (command == "stop" ? "stopped" : "playing"))
+        #expect(st?["output_error"] == .null)
     }
 }
 

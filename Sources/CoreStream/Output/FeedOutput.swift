@@ -98,7 +98,7 @@ public enum FeedState: UInt8, Sendable {
 /// ``setEnabled(_:)`` and reads the counters.
 public final class FeedOutput: @unchecked Sendable {
     // @unchecked Sendable: cross-thread state is atomics, the SPSC ring (render →
-    // feed thread) and `control` (a Mutex). `converter`, `fd` and the scratch buffer
+    // feed thread) and `control` (`Locked`). `converter`, `fd` and the scratch buffer
     // are touched by the feed thread only.
 
     public let name: String
@@ -140,7 +140,7 @@ public final class FeedOutput: @unchecked Sendable {
         var lastError: String?
         var onChange: (@Sendable (String) -> Void)?
     }
-    private let control = Mutex(Control())
+    private let control = Locked(Control())
     /// The request the feed thread has applied. Written by the feed thread.
     private let applied = Atomic<UInt64>(0)
     private var thread: PThread?

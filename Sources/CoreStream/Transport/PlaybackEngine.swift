@@ -18,9 +18,9 @@ import Glibc
 /// file on the caller's thread, so a bad file is refused before anything that is
 /// playing is touched.
 public final class PlaybackEngine: @unchecked Sendable {
-    // @unchecked Sendable: mutable control state is inside `control` (a Mutex); the
+    // @unchecked Sendable: mutable control state is inside `control` (`Locked`); the
     // threads communicate through `shared` (atomics, SPSC structures) and `commands`
-    // (a Mutex). `output` is touched by the control side only while the render thread
+    // (`Locked`). `output` is touched by the control side only while the render thread
     // is not running (see `reopenOutput`).
 
     public struct Configuration: Sendable {
@@ -169,7 +169,7 @@ public final class PlaybackEngine: @unchecked Sendable {
         /// The current track's ReplayGain tags.
         var replayGain = ReplayGainInfo()
     }
-    private let control = Mutex(Control())
+    private let control = Locked(Control())
 
     // Reader commands. Protected by `commands`; pushed by the control side, taken by the reader.
     private enum Command {
@@ -187,7 +187,7 @@ public final class PlaybackEngine: @unchecked Sendable {
         case loop(LoopRegion?, epoch: UInt32)
         case direction(PlayDirection)
     }
-    private let commands = Mutex<[Command]>([])
+    private let commands = Locked<[Command]>([])
     private var readerThread: PThread?
     private let shutDown = Atomic<Bool>(false)
 
@@ -308,10 +308,13 @@ public final class PlaybackEngine: @unchecked Sendable {
     /// the device is still gone. What was playing is not resumed here: the reader has
     /// let go of it; `play(path:from:paused:)` from the position heard goes on (the
     /// daemon does that, with backoff between attempts). Control side only.
-    public func recoverOutput() throws(StreamError) {
-        try control.withLock { (c: inout Control) throws(StreamError) in
-            guard shared.deviceError.load(ordering: .relaxed) != 0 || c.output == nil, let last = c.lastOpened else { return }
+    /// Returns false when there was nothing to recover (a `play` reopened it already).
+    @discardableResult
+    public func recoverOutput() throws(StreamError) -> Bool {
+        try control.withLock { (c: inout Control) throws(StreamError) -> Bool in
+            guard shared.deviceError.load(ordering: .relaxed) != 0 || c.output == nil, let last = c.lastOpened else { return false }
             try reopenOutput(&c, for: last.format, preferring: last.width)
+            return true
         }
     }
 
