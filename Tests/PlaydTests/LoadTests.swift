@@ -1,3 +1,4 @@
+import CoreStream
 import Foundation
 import Testing
 import PlaydProtocol

@@ -1,3 +1,5 @@
+import CoreStream
+
 /// The play queue: a pure value (no files, no engine), tested without threads.
 ///
 /// Entries keep a stable `id` for as long as they are in the queue, whatever is moved
@@ -29,9 +31,9 @@ public struct PlayQueue: Sendable, Equatable {
     public private(set) var shuffle = false
     private(set) var order: [Int] = []
     private(set) var nextID = 1
-    private var seed: UInt64
+    private var rng: SplitMix64
 
-    public init(seed: UInt64 = 0x5EED) { self.seed = seed }
+    public init(seed: UInt64 = 0x5EED) { rng = SplitMix64(seed: seed) }
 
     public var count: Int { entries.count }
     public func index(ofID id: Int) -> Int? { entries.firstIndex { $0.id == id } }
@@ -158,7 +160,7 @@ public struct PlayQueue: Sendable, Equatable {
 
     /// Restores a saved queue.
     public init(entries: [Entry], current: Int?, repeatMode: Repeat, shuffle: Bool, consume: Bool, seed: UInt64 = 0x5EED) {
-        self.seed = seed
+        rng = SplitMix64(seed: seed)
         self.entries = entries
         self.nextID = (entries.map(\.id).max() ?? 0) + 1
         self.current = current.flatMap { entries.indices.contains($0) ? $0 : nil }
@@ -167,11 +169,5 @@ public struct PlayQueue: Sendable, Equatable {
         setShuffle(shuffle)
     }
 
-    private mutating func random() -> UInt64 {
-        seed &+= 0x9E37_79B9_7F4A_7C15
-        var z = seed
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    private mutating func random() -> UInt64 { rng.next() }
 }
