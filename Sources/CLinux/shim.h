@@ -49,6 +49,12 @@ static inline int clinux_limit_malloc_arenas(int arenas) {
     return mallopt(M_ARENA_MAX, arenas);
 }
 
+/// Fixes glibc's mmap threshold (mallopt(M_MMAP_THRESHOLD)), which also stops glibc
+/// from raising it each time a large block is freed. Returns 1 on success.
+static inline int clinux_set_mmap_threshold(int bytes) {
+    return mallopt(M_MMAP_THRESHOLD, bytes);
+}
+
 /// Returns free heap pages to the kernel (malloc_trim). Not real-time safe.
 static inline int clinux_malloc_trim(void) {
     return malloc_trim(0);

@@ -26,8 +26,8 @@ public struct DaemonConfig: Sendable, Equatable {
     /// (`fifo:PATH[?format=48000:16:2&name=NAME]`, for Snapcast).
     public var feeds: [String] = []
     /// `output.buffer_time`, `output.period_time`: milliseconds.
-    public var bufferTime = 500
-    public var periodTime = 125
+    public var bufferTime = OutputSpec.defaultBufferMillis
+    public var periodTime = OutputSpec.defaultPeriodMillis
     /// `engine.ring_frames`: frames decoded ahead of the device.
     public var ringFrames = 32 * 1024
     /// `library.music_roots`: directories with music, indexed by the library.

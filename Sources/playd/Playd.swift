@@ -63,7 +63,7 @@ struct Playd: ParsableCommand {
     var files: [String] = []
 
     func run() throws {
-        ProcessTuning.limitMallocArenas()
+        ProcessTuning.tuneMalloc()
         if files.isEmpty && !demo { return try runDaemon() }
         let level = try Self.level(logLevel ?? "info")
         Self.bootstrapLogging(level)

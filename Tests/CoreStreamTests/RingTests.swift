@@ -30,6 +30,30 @@ struct RingTests {
         }
     }
 
+    /// The engine resizes the ring when an output opens: no history for a device that
+    /// cannot rewind. Each row: (channels, minimum, retain) → capacity and room.
+    @Test(arguments: [(2, 32768, 32768, 65536), (2, 32768, 0, 32768), (1, 100, 20, 128), (8, 4096, 0, 4096)])
+    func resetResizesAndEmpties(_ channels: Int, _ minimum: Int, _ retain: Int, _ capacity: Int) {
+        let ring = FrameRing(minimumCapacity: 1000, retain: 500, channels: 2)
+        let junk = [Float](repeating: 1, count: 200 * 2)
+        ring.write(junk, frames: 200)
+        ring.reset(channels: channels, minimumCapacity: minimum, retain: retain)
+        #expect(ring.capacity == capacity)
+        #expect(ring.retain == retain)
+        #expect(ring.channels == channels)
+        #expect(ring.readableFrames == 0)
+        #expect(ring.writableFrames == capacity - retain)
+        // Fill it to the brim and read it all back in order, across the wrap.
+        for round in 0..<3 {
+            let n = ring.writableFrames
+            let data = (0..<(n * channels)).map { Float(round * 1_000_000 + $0) }
+            ring.write(data, frames: n)
+            var out = [Float](repeating: -1, count: n * channels)
+            ring.read(into: &out, frames: n)
+            #expect(out == data)
+        }
+    }
+
     @Test func retainedFramesSurviveARewind() {
         let ring = FrameRing(minimumCapacity: 16, retain: 8, channels: 1)
         #expect(ring.writableFrames == ring.capacity - 8)

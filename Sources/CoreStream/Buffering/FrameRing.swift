@@ -7,9 +7,13 @@ import Synchronization
 ///   exactly **one consumer thread** (the render thread) calls the consumer methods.
 ///   The identities cannot be interchanged while the ring is in use.
 /// - Capacity is a power of two, in frames; a frame is `channels` samples.
-/// - `reset(channels:)` is **not** thread-safe: call it only while neither side runs.
+/// - `reset(channels:)` and `reset(channels:minimumCapacity:retain:)` are **not**
+///   thread-safe: call them only while neither side runs. They are the only writers of
+///   `capacity`, `retain`, `channels` and the storage; the caller hands the ring to the
+///   producer and consumer threads afterwards through something that orders memory
+///   (thread creation, a mutex-protected command queue).
 /// - Storage is allocated and pre-faulted in `init` and in `reset` (when the frame
-///   width changes); the producer and consumer methods never allocate.
+///   width or the size changes); the producer and consumer methods never allocate.
 ///
 /// ## Layout
 /// The cursors are monotonically increasing frame counts (an `Int` does not wrap in
@@ -45,14 +49,15 @@ public final class FrameRing: @unchecked Sendable {
     // atomic cursors; `storage` slots are owned by exactly one side at a time as
     // decided by those cursors (see "Memory ordering").
 
-    /// Frames the ring holds, a power of two.
-    public let capacity: Int
+    /// Frames the ring holds, a power of two. Changed only by a reset.
+    public private(set) var capacity: Int
     /// Frames behind the read cursor that the producer leaves intact for ``rewind(_:)``.
-    public let retain: Int
-    /// Samples per frame. Changed only by ``reset(channels:)``.
+    /// Changed only by a reset.
+    public private(set) var retain: Int
+    /// Samples per frame. Changed only by a reset.
     public private(set) var channels: Int
 
-    private let mask: Int
+    private var mask: Int
     private var storage: UnsafeMutablePointer<Float>
 
     /// Written by the producer only (release); read by both.
@@ -65,14 +70,19 @@ public final class FrameRing: @unchecked Sendable {
     ///   - retain: frames kept behind the read cursor for rewinds; must be below capacity.
     ///   - channels: samples per frame (``reset(channels:)`` may change it).
     public init(minimumCapacity: Int, retain: Int = 0, channels: Int) {
-        precondition(minimumCapacity > 0 && channels > 0)
-        var cap = 1
-        while cap < minimumCapacity + retain { cap <<= 1 }
+        precondition(minimumCapacity > 0 && retain >= 0 && channels > 0)
+        let cap = Self.capacity(minimumCapacity, retain)
         self.capacity = cap
         self.mask = cap - 1
         self.retain = retain
         self.channels = channels
         storage = Self.allocateStorage(cap * channels)
+    }
+
+    private static func capacity(_ minimumCapacity: Int, _ retain: Int) -> Int {
+        var cap = 1
+        while cap < minimumCapacity + retain { cap <<= 1 }
+        return cap
     }
 
     /// Allocates and pre-faults every page now, so the render thread takes no page
@@ -88,12 +98,23 @@ public final class FrameRing: @unchecked Sendable {
     /// Empties the ring and sets the frame width. **Not thread-safe**: call only while
     /// neither the producer nor the consumer is running.
     public func reset(channels: Int) {
-        precondition(channels > 0)
-        if channels != self.channels {
+        reset(channels: channels, minimumCapacity: capacity - retain, retain: retain)
+    }
+
+    /// Empties the ring and sets the frame width, the size and the retained history,
+    /// reallocating only when the storage size changes. **Not thread-safe**: call only
+    /// while neither the producer nor the consumer is running.
+    public func reset(channels: Int, minimumCapacity: Int, retain: Int) {
+        precondition(channels > 0 && minimumCapacity > 0 && retain >= 0)
+        let cap = Self.capacity(minimumCapacity, retain)
+        if channels * cap != self.channels * capacity {
             storage.deallocate()
-            storage = Self.allocateStorage(capacity * channels)
+            storage = Self.allocateStorage(cap * channels)
         }
         self.channels = channels
+        self.capacity = cap
+        self.mask = cap - 1
+        self.retain = retain
         writeCursor.store(0, ordering: .relaxed)
         readCursor.store(0, ordering: .relaxed)
     }

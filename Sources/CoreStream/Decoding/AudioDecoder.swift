@@ -65,6 +65,13 @@ public final class AudioDecoder {
     private let isPlanar: Bool
     private let bytesPerSample: Int
     private var resampling: Bool { outputFormat.sampleRate != rate }
+    /// The decoded sample format while this object converts it to float itself instead
+    /// of swresample: same rate, same channel count, and a format whose conversion is
+    /// exact (S16, S32 or float, packed or planar). swresample computes the same values
+    /// (an integer-to-float conversion times a power of two; the decode tests compare
+    /// with the ffmpeg CLI bit for bit) but holds ~90 KiB of state and adds a call per
+    /// frame. nil: swresample converts.
+    private var directFormat: AVSampleFormat?
 
     /// Opens `path`, validates it (see ``StreamError/Code``), and prepares to deliver
     /// frames in `format` (default: the source's own rate and channel count).
@@ -317,6 +324,14 @@ public final class AudioDecoder {
     /// Converts `count` samples of the pending frame from `offset`.
     private func convert(offset: Int, count: Int, into out: UnsafeMutablePointer<Float>, room: Int) throws(StreamError) -> Int {
         let channels = Int(frame.pointee.ch_layout.nb_channels)
+        if let direct = directFormat {
+            if frame.pointee.format == direct.rawValue && channels == outputFormat.channels {
+                convertDirectly(direct, offset: offset, count: count, channels: channels, into: out)
+                return count
+            }
+            // The decoder changed its output mid-stream: let swresample handle it.
+            try configureResampler(directAllowed: false)
+        }
         let planes = isPlanar ? channels : 1
         let stride = isPlanar ? bytesPerSample : bytesPerSample * channels
         for p in 0..<planes {
@@ -326,6 +341,34 @@ public final class AudioDecoder {
         let got = swr_convert(resampler, &outPtr, Int32(room), inputPlanes, Int32(count))
         if got < 0 { throw FFmpegCall.error(.internalError, file: info.path, call: "swr_convert", got) }
         return Int(got)
+    }
+
+    /// `count` frames of the pending frame from `offset`, to interleaved float, with
+    /// swresample's formulas: x / 2¹⁵ (S16), x / 2³¹ (S32, the integer rounded to float
+    /// first), a copy (float).
+    private func convertDirectly(_ format: AVSampleFormat, offset: Int, count: Int, channels: Int,
+                                 into out: UnsafeMutablePointer<Float>) {
+        let planes = frame.pointee.extended_data!
+        @inline(__always)
+        func interleave<T>(_ type: T.Type, _ convert: (T) -> Float) {
+            if av_sample_fmt_is_planar(format) != 0 {
+                for c in 0..<channels {
+                    let src = UnsafeRawPointer(planes[c]!).assumingMemoryBound(to: T.self) + offset
+                    for i in 0..<count { out[i * channels + c] = convert(src[i]) }
+                }
+            } else {
+                let src = UnsafeRawPointer(planes[0]!).assumingMemoryBound(to: T.self) + offset * channels
+                for i in 0..<(count * channels) { out[i] = convert(src[i]) }
+            }
+        }
+        switch format {
+        case AV_SAMPLE_FMT_S16, AV_SAMPLE_FMT_S16P:
+            interleave(Int16.self) { Float($0) * (1 / 32768) }
+        case AV_SAMPLE_FMT_S32, AV_SAMPLE_FMT_S32P:
+            interleave(Int32.self) { Float($0) * (1 / 2_147_483_648) }
+        default:  // FLT, FLTP
+            interleave(Float.self) { $0 }
+        }
     }
 
     /// Decodes the next frame into `frame`, placing it by its timestamp.
@@ -423,9 +466,24 @@ public final class AudioDecoder {
         try configureResampler()
     }
 
-    private func configureResampler() throws(StreamError) {
+    private func configureResampler(directAllowed: Bool = true) throws(StreamError) {
         guard let cc = codecContext else { return }
         if let r = resampler { var s: OpaquePointer? = r; swr_free(&s); resampler = nil }
+        resamplerDrained = false
+        resamplerFlushedAtLimit = false
+        let format = cc.pointee.sample_fmt
+        let exact: Bool
+        switch format {
+        case AV_SAMPLE_FMT_S16, AV_SAMPLE_FMT_S16P, AV_SAMPLE_FMT_S32, AV_SAMPLE_FMT_S32P, AV_SAMPLE_FMT_FLT, AV_SAMPLE_FMT_FLTP:
+            exact = true
+        default:
+            exact = false
+        }
+        if directAllowed && exact && !resampling && Int(cc.pointee.ch_layout.nb_channels) == outputFormat.channels {
+            directFormat = format
+            return
+        }
+        directFormat = nil
         var inLayout = AVChannelLayout()
         if cc.pointee.ch_layout.order == AV_CHANNEL_ORDER_UNSPEC {
             av_channel_layout_default(&inLayout, cc.pointee.ch_layout.nb_channels)
@@ -448,8 +506,6 @@ public final class AudioDecoder {
         }
         try FFmpegCall.initResampler(s, inChannels: Int(inLayout.nb_channels), outChannels: outputFormat.channels, file: info.path)
         resampler = s
-        resamplerDrained = false
-        resamplerFlushedAtLimit = false
     }
 
     // MARK: - Describing

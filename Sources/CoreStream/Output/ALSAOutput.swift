@@ -61,6 +61,10 @@ public final class ALSAOutput: AudioOutput {
                 var result = try openDevice(device, requested, preferring)
                 result.fallbacks = failures
                 negotiated = result
+                // The open PCM no longer needs alsa-lib's parsed configuration tree (a
+                // few hundred KiB of heap); the next snd_pcm_open reads it again.
+                _ = snd_config_update_free_global()
+                ProcessTuning.releaseFreeMemory()
                 return result
             } catch {
                 failures.append("\(device): \(error.message)")
@@ -140,7 +144,7 @@ public final class ALSAOutput: AudioOutput {
         ok = true
         return NegotiatedFormat(device: device, pcm: PCMFormat(sampleRate: Int(rate), channels: Int(channels)),
                                 sampleFormat: chosen.0, periodFrames: Int(periodFrames),
-                                bufferFrames: Int(bufferFrames), fallbacks: [])
+                                bufferFrames: Int(bufferFrames), fallbacks: [], canRewind: canRewind)
     }
 
     public func close() {

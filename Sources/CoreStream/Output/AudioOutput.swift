@@ -25,6 +25,10 @@ public struct NegotiatedFormat: Sendable, Equatable, CustomStringConvertible {
     public var bufferFrames: Int
     /// Devices tried before this one, with why each failed.
     public var fallbacks: [String]
+    /// Whether ``AudioOutput/rewind(_:)`` really takes queued frames back. When it
+    /// cannot (ALSA's external plugins, e.g. pulse), the engine keeps no history behind
+    /// the ring's read cursor: nothing could be rewound into it.
+    public var canRewind: Bool = true
 
     public var description: String {
         "\(device) \(sampleFormat.rawValue) \(pcm.sampleRate) Hz \(pcm.channels) ch, period \(periodFrames), buffer \(bufferFrames)"

@@ -154,8 +154,10 @@ public final class FeedOutput: @unchecked Sendable {
     private let scratchFrames = 4096
     private var scratch: UnsafeMutablePointer<Float>
 
-    /// Frames of the ring: 32 Ki is 0.68 s at 48 kHz, several periods at the default
-    /// 125 ms, so a feed thread that is late by a period loses nothing.
+    /// Frames of the ring at least: 32 Ki is 0.68 s at 48 kHz. The ring grows to hold
+    /// three periods and 130 ms (the release thresholds below plus a period arriving at
+    /// once), so a feed thread that is late by a period loses nothing: 64 Ki frames at
+    /// the default 250 ms period.
     public static let ringFrames = 32 * 1024
 
     /// Makes a feed from `fifo:PATH[?format=R:B:C][&name=NAME]`. The name defaults to `fifo`.
@@ -308,6 +310,10 @@ public final class FeedOutput: @unchecked Sendable {
     private var input = PCMFormat(sampleRate: 48000, channels: 2)
     /// Frames in hand before starting: a period and 30 ms.
     private var startFrames = 0
+    /// Idle with fewer than `startFrames` in hand: start anyway once nothing more has
+    /// come for this long (a period and 100 ms: the render thread passes frames on
+    /// once a period, so a shorter wait would start on the first few and run dry).
+    private var holdNanoseconds: UInt64 = 100_000_000
     /// Above this the device runs ahead of the clock: release the excess at once.
     private var highFrames = 0
 
@@ -342,9 +348,9 @@ public final class FeedOutput: @unchecked Sendable {
         let rate = Int64(input.sampleRate)
         if !running {
             if fill != heldFrames { heldFrames = fill; heldSince = now }
-            // A period and a margin in hand; or less, when nothing more came for 100 ms
-            // (the last frames before a pause or the end of the last track).
-            guard fill >= startFrames || (fill > 0 && now - heldSince > 100_000_000) else { return }
+            // A period and a margin in hand; or less, when nothing more came for a period
+            // and 100 ms (the last frames before a pause or the end of the last track).
+            guard fill >= startFrames || (fill > 0 && now - heldSince > holdNanoseconds) else { return }
             heldFrames = 0
             running = true
             startTime = now
@@ -398,11 +404,13 @@ public final class FeedOutput: @unchecked Sendable {
 
     /// Empties the ring (the render thread is stopped) and builds the converter.
     private func apply(request: UInt64, input: PCMFormat, periodFrames: Int) {
-        ring.reset(channels: input.channels)
+        ring.reset(channels: input.channels,
+                   minimumCapacity: max(Self.ringFrames, 3 * periodFrames + input.sampleRate * 130 / 1000), retain: 0)
         self.input = input
         running = false
-        startFrames = min(Self.ringFrames / 2, periodFrames + input.sampleRate * 30 / 1000)
-        highFrames = min(Self.ringFrames * 3 / 4, startFrames + periodFrames + input.sampleRate / 10)
+        startFrames = min(ring.capacity / 2, periodFrames + input.sampleRate * 30 / 1000)
+        highFrames = min(ring.capacity * 3 / 4, startFrames + periodFrames + input.sampleRate / 10)
+        holdNanoseconds = UInt64(FrameTime.rescale(Int64(periodFrames), 1_000_000_000, Int64(input.sampleRate))) + 100_000_000
         do {
             converter = try SampleConverter(input: input, output: format, maxInputFrames: scratchFrames)
             control.withLock { $0.lastError = nil }

@@ -7,10 +7,17 @@
 /// - `wav:PATH`: capture to a float WAV, paced; `wav:PATH?pace=off` unpaced.
 ///
 /// Options after `?`, joined by `&`: `buffer_time` and `period_time` in milliseconds
-/// (defaults 500 and 125, as MPD's ALSA output), `pace=on|off` for `null` and `wav`.
+/// (defaults 750 and 250), `pace=on|off` for `null` and `wav`.
+///
+/// Why 750/250 rather than MPD's 500 ms: every period costs a wake-up of the render
+/// thread and, through ALSA's pulse plugin, three of libpulse's thread; a 250 ms period
+/// cuts playd's CPU while playing by a third against 125 ms (docs/benchmarks.md). The
+/// pulse plugin wants at least three periods, hence 750 ms. What it costs: where the
+/// device cannot rewind (pulse), a pause or a software volume change is heard up to a
+/// buffer later.
 public enum OutputSpec {
-    public static let defaultBufferMillis = 500
-    public static let defaultPeriodMillis = 125
+    public static let defaultBufferMillis = 750
+    public static let defaultPeriodMillis = 250
 
     public static func make(_ spec: String, bufferMillis: Int = defaultBufferMillis,
                             periodMillis: Int = defaultPeriodMillis) throws(StreamError) -> any AudioOutput {

@@ -7,12 +7,14 @@
 public enum SampleConversion {
     @inline(__always)
     public static func toInt16(_ source: UnsafePointer<Float>, _ destination: UnsafeMutablePointer<Int16>, count: Int) {
-        // 1.5 × 2²³: adding and subtracting it rounds a float of magnitude < 2²² to an
-        // integer, ties to even, with no branch or libm call, so the loop vectorizes.
+        // 1.5 × 2²³: adding it to a float of magnitude < 2²² rounds it to an integer,
+        // ties to even, and leaves that integer in the low bits of the sum's bit pattern
+        // (0x4B400000 + n). Reading the bits instead of converting back with Int32(_:)
+        // leaves no trapping conversion in the loop, so it vectorizes.
         let magic: Float = 12_582_912
         for i in 0..<count {
             let v = min(max(-1, min(source[i], 1)) * 32768.0, 32767.0)  // NaN → −1, as before
-            destination[i] = Int16(truncatingIfNeeded: Int32((v + magic) - magic))
+            destination[i] = Int16(truncatingIfNeeded: Int32(bitPattern: (v + magic).bitPattern) &- 0x4B40_0000)
         }
     }
 

@@ -24,7 +24,8 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
 
     // Preallocated buffers.
     private let mix: UnsafeMutablePointer<Float>          // one period, float
-    private let device: UnsafeMutableRawPointer           // one period, device format
+    /// One period in the device's format; for a float device, `mix` itself.
+    private let device: UnsafeMutableRawPointer
 
     // Markers already taken from the queue, newest last (a small ring), so a rewind can
     // map re-read frames to their source position again.
@@ -89,8 +90,13 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         startThreshold = min(2 * format.periodFrames, shared.ring.capacity - shared.ring.retain)
         mix = .allocate(capacity: period * channels)
         mix.initialize(repeating: 0, count: period * channels)
-        device = .allocate(byteCount: period * channels * 4, alignment: 16)
-        device.initializeMemory(as: UInt8.self, repeating: 0, count: period * channels * 4)
+        if format.sampleFormat == .float32 {
+            device = UnsafeMutableRawPointer(mix)
+        } else {
+            let bytes = period * channels * format.sampleFormat.bytesPerSample
+            device = .allocate(byteCount: bytes, alignment: 16)
+            device.initializeMemory(as: UInt8.self, repeating: 0, count: bytes)
+        }
         history = .allocate(capacity: 64)
         history.initialize(repeating: .empty, count: 64)
         pieces = .allocate(capacity: 256)
@@ -112,8 +118,8 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
 
     deinit {
         played?.deallocate()
+        if device != UnsafeMutableRawPointer(mix) { device.deallocate() }
         mix.deallocate()
-        device.deallocate()
         history.deallocate()
         pieces.deallocate()
     }
@@ -367,9 +373,11 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         feedPlayed()
         let rewindable = output.rewindable()
         if rewindable > 0 {
-            // Leave ~1 ms the hardware may already be fetching.
+            // Leave ~1 ms the hardware may already be fetching, and take back no more
+            // than the ring kept behind its read cursor (a device buffer longer than
+            // that plays its oldest frames out before the ramp).
             let keep = min(rewindable, format.pcm.sampleRate / 1000)
-            let got = output.rewind(rewindable - keep)
+            let got = output.rewind(min(rewindable - keep, shared.ring.retain))
             if got > 0 {
                 let ringBack = takeBack(deviceFrames: got)
                 shared.ring.rewind(min(ringBack, shared.ring.retain))
@@ -490,7 +498,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         let n = frames * channels
         switch format.sampleFormat {
         case .float32:
-            device.copyMemory(from: mix, byteCount: n * 4)
+            break  // `device` is `mix`
         case .int32:
             SampleConversion.toInt32(mix, device.assumingMemoryBound(to: Int32.self), count: n)
         case .int16:

@@ -30,10 +30,11 @@ public final class PlaybackEngine: @unchecked Sendable {
         /// Device buffer and period, milliseconds.
         public var bufferMillis: Int = OutputSpec.defaultBufferMillis
         public var periodMillis: Int = OutputSpec.defaultPeriodMillis
-        /// Frames the reader may keep decoded ahead (the ring's usable capacity; the ring
-        /// adds 32 Ki frames of retained history and rounds up to a power of two).
-        /// 32 Ki frames is 0.68 s at 48 kHz on top of the device's own buffer; the whole
-        /// ring is 64 Ki frames, 512 KiB of float stereo.
+        /// Frames the reader may keep decoded ahead (the ring's usable capacity; for an
+        /// output that can rewind, the ring adds 32 Ki frames of retained history, and it
+        /// rounds up to a power of two). 32 Ki frames is 0.68 s at 48 kHz on top of the
+        /// device's own buffer; the whole ring is 64 Ki frames (512 KiB of float stereo)
+        /// with history, 32 Ki frames (256 KiB) without.
         public var ringFrames: Int = 32 * 1024
         /// A queued next track in another rate or channel count: resample it to the
         /// running format (gapless), or let it start after the device reopens (a gap).
@@ -196,11 +197,9 @@ public final class PlaybackEngine: @unchecked Sendable {
         self.configuration = configuration
         self.logger = logger
         self.onEvent = onEvent
-        // The producer keeps one device buffer's worth behind the read cursor so pause can
-        // take back what the device had queued (see FrameRing.rewind).
-        // 32 Ki frames covers a device buffer of up to ~680 ms at 48 kHz.
-        let retain = 1 << 15
-        shared = RenderShared(ringFrames: configuration.ringFrames, retainFrames: retain, channels: 2,
+        // The ring is sized when an output opens (reopenOutput); until then it holds
+        // nothing, so no memory is spent on a ring for a format not yet known.
+        shared = RenderShared(ringFrames: 1, retainFrames: 0, channels: 1,
                               lowWater: configuration.ringFrames / 3)
         let shared = self.shared
         let reader = ReaderState(shared: shared, chunk: 4096)
@@ -623,8 +622,12 @@ public final class PlaybackEngine: @unchecked Sendable {
                                               "output.channels": "\(negotiated.pcm.channels)",
                                               "output.period": "\(negotiated.periodFrames)",
                                               "output.buffer": "\(negotiated.bufferFrames)"])
-        // 4. A clean ring for the new format, then the render thread.
-        shared.ring.reset(channels: negotiated.pcm.channels)
+        // 4. A clean ring for the new format, then the render thread. The producer keeps
+        // up to a device buffer's worth behind the read cursor so pause can take back
+        // what the device had queued (see FrameRing.rewind); 32 Ki frames covers a
+        // buffer of ~680 ms at 48 kHz. A device that cannot rewind needs none.
+        shared.ring.reset(channels: negotiated.pcm.channels, minimumCapacity: configuration.ringFrames,
+                          retain: negotiated.canRewind ? Self.retainFrames : 0)
         shared.markers.reset()
         shared.endIndex.store(Int.max, ordering: .relaxed)
         shared.state.store(RenderState.starting.rawValue, ordering: .relaxed)
@@ -655,6 +658,9 @@ public final class PlaybackEngine: @unchecked Sendable {
                           metadata: ["errno": "\(rt)"])
         }
     }
+
+    /// History kept behind the ring's read cursor for outputs that can rewind.
+    static let retainFrames = 1 << 15
 
     private static func runRender<O: AudioOutput>(shared: RenderShared, output: O, format: NegotiatedFormat,
                                                   feeds: [FeedOutput]) {
