@@ -23,7 +23,13 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     private let startThreshold: Int
 
     // Preallocated buffers.
-    private let mix: UnsafeMutablePointer<Float>          // one period, float
+    /// Float frames worked on at a time (gain, feeds' copy, conversion): a whole period
+    /// for a float device, whose buffer it is; else `mixChunk` frames, converted one
+    /// chunk after another into the period-sized `device` buffer (a 250 ms period of
+    /// float stereo would be 88 KB).
+    private let mix: UnsafeMutablePointer<Float>
+    private let mixFrames: Int
+    private static var mixChunk: Int { 2048 }
     /// One period in the device's format; for a float device, `mix` itself.
     private let device: UnsafeMutableRawPointer
 
@@ -88,8 +94,9 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         levelRampFrames = max(16, format.pcm.sampleRate / 50)  // 20 ms
         // Two periods: one to write now, one in hand while the reader keeps ahead.
         startThreshold = min(2 * format.periodFrames, shared.ring.capacity - shared.ring.retain)
-        mix = .allocate(capacity: period * channels)
-        mix.initialize(repeating: 0, count: period * channels)
+        mixFrames = format.sampleFormat == .float32 ? period : min(period, Self.mixChunk)
+        mix = .allocate(capacity: mixFrames * channels)
+        mix.initialize(repeating: 0, count: mixFrames * channels)
         if format.sampleFormat == .float32 {
             device = UnsafeMutableRawPointer(mix)
         } else {
@@ -323,19 +330,25 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     }
 
     /// Reads `fromRing` frames (padding to `frames` with silence), applies the gain ramp,
-    /// converts and writes them. Records where they came from.
+    /// converts and writes them. Records where they came from. `frames` ≤ a period.
     private mutating func writeFrames(_ frames: Int, fromRing: Int) {
         let ringStart = shared.ring.consumerIndex
-        if fromRing > 0 {
-            takeMarkers(upTo: ringStart + fromRing)
-            shared.ring.read(into: mix, frames: fromRing)
+        if fromRing > 0 { takeMarkers(upTo: ringStart + fromRing) }
+        let frameBytes = channels * format.sampleFormat.bytesPerSample
+        var prepared = 0
+        while prepared < frames {
+            // A float device's buffer is `mix` itself, a whole period: one pass.
+            let n = min(mixFrames, frames - prepared)
+            let ringHere = max(0, min(n, fromRing - prepared))
+            if ringHere > 0 { shared.ring.read(into: mix, frames: ringHere) }
+            if ringHere < n {
+                (mix + ringHere * channels).update(repeating: 0, count: (n - ringHere) * channels)
+            }
+            applyGain(frames: ringHere)
+            if let p = played { keepPlayedCopy(p, at: deviceWritten + prepared, frames: n) }
+            convert(frames: n, into: device + prepared * frameBytes)
+            prepared += n
         }
-        if fromRing < frames {
-            (mix + fromRing * channels).update(repeating: 0, count: (frames - fromRing) * channels)
-        }
-        applyGain(frames: fromRing)
-        if let p = played { keepPlayedCopy(p, frames: frames) }
-        convert(frames: frames)
         if shared.localMuted.load(ordering: .relaxed) {
             // The local output is disabled: it stays open as the feeds' clock, silent.
             device.initializeMemory(as: UInt8.self, repeating: 0, count: frames * channels * format.sampleFormat.bytesPerSample)
@@ -384,7 +397,9 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             }
         }
         gainTarget = 0
-        let take = min(rampFrames, shared.ring.readableFrames, max(0, shared.endIndex.load(ordering: .acquiring) - shared.ring.consumerIndex))
+        // At most a period (the device buffer's unit; a period under 5 ms cuts the ramp short).
+        let take = min(rampFrames, period, shared.ring.readableFrames,
+                       max(0, shared.endIndex.load(ordering: .acquiring) - shared.ring.consumerIndex))
         if take > 0 { writeFrames(take, fromRing: take) }
         gain = 0
         gainTarget = 1
@@ -494,15 +509,15 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     }
 
     @inline(__always)
-    private func convert(frames: Int) {
+    private func convert(frames: Int, into destination: UnsafeMutableRawPointer) {
         let n = frames * channels
         switch format.sampleFormat {
         case .float32:
             break  // `device` is `mix`
         case .int32:
-            SampleConversion.toInt32(mix, device.assumingMemoryBound(to: Int32.self), count: n)
+            SampleConversion.toInt32(mix, destination.assumingMemoryBound(to: Int32.self), count: n)
         case .int16:
-            SampleConversion.toInt16(mix, device.assumingMemoryBound(to: Int16.self), count: n)
+            SampleConversion.toInt16(mix, destination.assumingMemoryBound(to: Int16.self), count: n)
         }
     }
 
@@ -510,10 +525,10 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
 
     /// Keeps the frames about to be written at their device frame index.
     @inline(__always)
-    private func keepPlayedCopy(_ p: UnsafeMutablePointer<Float>, frames: Int) {
+    private func keepPlayedCopy(_ p: UnsafeMutablePointer<Float>, at deviceFrame: Int, frames: Int) {
         var done = 0
         while done < frames {
-            let slot = (deviceWritten + done) & (playedCapacity - 1)
+            let slot = (deviceFrame + done) & (playedCapacity - 1)
             let n = min(frames - done, playedCapacity - slot)
             (p + slot * channels).update(from: mix + done * channels, count: n * channels)
             done += n
