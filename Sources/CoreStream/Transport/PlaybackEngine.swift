@@ -840,8 +840,9 @@ public final class PlaybackEngine: @unchecked Sendable {
             // Sleep until the render thread wants more (low water, end, underrun, device
             // error all signal readerWake), a command arrives, or a housekeeping tick:
             // 1 s, or 50 ms while a loop runs, so wrap events are timely.
-            let full = r.shared.ring.writableFrames < r.chunk
-            if full || r.finished || r.decoder == nil {
+            // Without a stream the reader does not look at the ring at all: the control
+            // side resizes it (reopenOutput) while the reader is detached.
+            if r.finished || r.decoder == nil || r.shared.ring.writableFrames < r.chunk {
                 let looping = r.head?.loop.map { l in l.count.map { r.reportedPass < Int64($0) } ?? true } ?? false
                 let switching = r.previous != nil  // events at the frame the next track is heard
                 EventFD.wait(r.shared.readerWake, timeoutNanoseconds: looping || switching ? 50_000_000 : 1_000_000_000)
