@@ -4,13 +4,15 @@ import Glibc
 #endif
 
 /// Decodes one audio file on demand, sample-exact, converting to an interleaved
-/// `Float` client format with libswresample (like `ExtAudioFile`'s client data format).
+/// `Float` client format (like `ExtAudioFile`'s client data format): with libswresample
+/// when it resamples, remixes or meets an unusual sample format, else directly (S16,
+/// S32 and float, with swresample's own formulas).
 ///
 /// - Frame 0 is the first real sample: encoder delay is skipped and end padding trimmed
 ///   where the container says so (LAME/Xing, MP4 edit lists, Opus pre-skip).
 /// - ``seek(to:)`` is exact: the next frame delivered is source frame N.
-/// - Memory: one packet, one decoded frame and the swresample state; nothing grows
-///   with the file.
+/// - Memory: one packet, one decoded frame and the swresample state (when there is
+///   one); nothing grows with the file.
 ///
 /// Thread: one thread at a time (the reader thread once playback starts). Not real-time safe.
 public final class AudioDecoder {
