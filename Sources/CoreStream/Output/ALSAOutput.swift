@@ -61,8 +61,10 @@ public final class ALSAOutput: AudioOutput {
                 var result = try openDevice(device, requested, preferring)
                 result.fallbacks = failures
                 negotiated = result
-                // The open PCM no longer needs alsa-lib's parsed configuration tree (a
-                // few hundred KiB of heap); the next snd_pcm_open reads it again.
+                // The open PCM no longer needs alsa-lib's parsed configuration tree;
+                // the next snd_pcm_open reads it again. With the trim, and with the
+                // ring's history and swresample's context, part of the 0.3 MB of private
+                // memory saved here (docs/benchmarks.md).
                 _ = snd_config_update_free_global()
                 ProcessTuning.releaseFreeMemory()
                 return result
