@@ -231,10 +231,7 @@ public final class Daemon: @unchecked Sendable {
             case "play": result = req["path"] == nil ? try playQueue(req) : try play(req)
             case "add", "insert", "remove", "move", "clear", "queue", "next", "prev", "repeat", "shuffle", "consume":
                 result = try queueRequest(name, req)
-            case "pause": engine.pause(); outputRecoveryTransport(name); result = []
-            case "resume": engine.resume(); outputRecoveryTransport(name); result = []
-            case "toggle": engine.toggle(); outputRecoveryTransport(name); result = []
-            case "stop": engine.stop(); outputRecoveryTransport(name); result = []
+            case "pause", "resume", "toggle", "stop": transport(name); result = []
             case "seek": result = try seek(req)
             case "loop": result = try setLoop(req)
             case "direction": result = try setDirection(req)

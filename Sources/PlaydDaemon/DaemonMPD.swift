@@ -113,14 +113,8 @@ extension Daemon {
             if a.isEmpty { _ = try playQueue(.obj()) } else { playEntry(try id(0)) }
         case "pause":
             try count(0...1)
-            if a.isEmpty {
-                engine.toggle(); outputRecoveryTransport("toggle")
-            } else if try bool(0) {
-                engine.pause(); outputRecoveryTransport("pause")
-            } else {
-                engine.resume(); outputRecoveryTransport("resume")
-            }
-        case "stop": try count(0...0); engine.stop(); outputRecoveryTransport("stop")
+            transport(a.isEmpty ? "toggle" : try bool(0) ? "pause" : "resume")
+        case "stop": try count(0...0); transport("stop")
         case "next": _ = try queueRequest("next", .obj())
         case "previous": _ = try queueRequest("prev", .obj())
         case "seek", "seekid":

@@ -87,10 +87,23 @@ extension Daemon {
         return s
     }
 
+    /// `pause`, `resume`, `toggle` or `stop` (from the JSON protocol, MPD, or the
+    /// queue's `clear`): the engine's own, then what an output recovery in progress
+    /// comes back to. Control thread.
+    func transport(_ command: String) {
+        switch command {
+        case "pause": engine.pause()
+        case "resume": engine.resume()
+        case "toggle": engine.toggle()
+        default: engine.stop()
+        }
+        outputRecoveryTransport(command)
+    }
+
     /// A transport request while the output is lost changes what happens when it is
     /// back: after `stop` (or `clear`) nothing resumes; after `pause`, `resume` or
     /// `toggle` it comes back in the state the player now shows. Control thread.
-    func outputRecoveryTransport(_ command: String) {
+    private func outputRecoveryTransport(_ command: String) {
         guard var r = recovery, r.resume != nil else { return }
         let state = engine.status().state
         if command == "stop" || state == .stopped {

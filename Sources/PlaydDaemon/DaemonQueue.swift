@@ -46,8 +46,7 @@ extension Daemon {
         case "clear":
             queue.clear()
             pendingNext = nil
-            engine.stop()
-            outputRecoveryTransport("stop")
+            transport("stop")
             queueChanged()
             return []
         case "queue":

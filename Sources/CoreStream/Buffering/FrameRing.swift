@@ -7,8 +7,8 @@ import Synchronization
 ///   exactly **one consumer thread** (the render thread) calls the consumer methods.
 ///   The identities cannot be interchanged while the ring is in use.
 /// - Capacity is a power of two, in frames; a frame is `channels` samples.
-/// - `reset(channels:)` and `reset(channels:minimumCapacity:retain:)` are **not**
-///   thread-safe: call them only while neither side runs. They are the only writers of
+/// - `reset(channels:minimumCapacity:retain:)` is **not** thread-safe: call it only
+///   while neither side runs. It is the only writer of
 ///   `capacity`, `retain`, `channels` and the storage; the caller hands the ring to the
 ///   producer and consumer threads afterwards through something that orders memory
 ///   (thread creation, a mutex-protected command queue).
@@ -68,7 +68,7 @@ public final class FrameRing: @unchecked Sendable {
     /// - Parameters:
     ///   - minimumCapacity: frames; rounded up to a power of two.
     ///   - retain: frames kept behind the read cursor for rewinds; must be below capacity.
-    ///   - channels: samples per frame (``reset(channels:)`` may change it).
+    ///   - channels: samples per frame (``reset(channels:minimumCapacity:retain:)`` may change it).
     public init(minimumCapacity: Int, retain: Int = 0, channels: Int) {
         precondition(minimumCapacity > 0 && retain >= 0 && channels > 0)
         let cap = Self.capacity(minimumCapacity, retain)
@@ -94,12 +94,6 @@ public final class FrameRing: @unchecked Sendable {
     }
 
     deinit { storage.deallocate() }
-
-    /// Empties the ring and sets the frame width. **Not thread-safe**: call only while
-    /// neither the producer nor the consumer is running.
-    public func reset(channels: Int) {
-        reset(channels: channels, minimumCapacity: capacity - retain, retain: retain)
-    }
 
     /// Empties the ring and sets the frame width, the size and the retained history,
     /// reallocating only when the storage size changes. **Not thread-safe**: call only

@@ -62,11 +62,9 @@ public final class ALSAOutput: AudioOutput {
                 result.fallbacks = failures
                 negotiated = result
                 // The open PCM no longer needs alsa-lib's parsed configuration tree;
-                // the next snd_pcm_open reads it again. With the trim, and with the
-                // ring's history and swresample's context, part of the 0.3 MB of private
-                // memory saved here (docs/benchmarks.md).
+                // the next snd_pcm_open reads it again. (The engine trims the heap
+                // once a play has opened its output and file.)
                 _ = snd_config_update_free_global()
-                ProcessTuning.releaseFreeMemory()
                 return result
             } catch {
                 failures.append("\(device): \(error.message)")
