@@ -7,9 +7,13 @@
 #define CFFMPEG_SHIM_H
 
 #include <errno.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <libavformat/avformat.h>
 #include <libavcodec/avcodec.h>
 #include <libavutil/avutil.h>
+#include <libavutil/avstring.h>
 #include <libavutil/channel_layout.h>
 #include <libavutil/dict.h>
 #include <libavutil/error.h>
@@ -33,5 +37,91 @@ static inline void cffmpeg_strerror(int err, char *buf, size_t size) {
 
 /// Quiet FFmpeg's own stderr logging: playd reports errors itself, naming the file.
 static inline void cffmpeg_set_log_quiet(void) { av_log_set_level(AV_LOG_QUIET); }
+
+/// Local media is read through this AVIOContext over a file descriptor that playd
+/// opened and checked itself (a regular file, O_NONBLOCK open, inside the roots),
+/// never by handing FFmpeg a path: FFmpeg's own open would follow the name again
+/// (a FIFO swapped in blocks it forever) and would pick any protocol from it
+/// (`subfile:`, `concat:`). The descriptor travels in `opaque`.
+static inline int cffmpeg_fd_read(void *opaque, uint8_t *buf, int size) {
+    int fd = (int)(intptr_t)opaque;
+    for (;;) {
+        ssize_t n = read(fd, buf, (size_t)size);
+        if (n > 0) return (int)n;
+        if (n == 0) return AVERROR_EOF;
+        if (errno == EINTR) continue;
+        return AVERROR(errno);
+    }
+}
+
+static inline int64_t cffmpeg_fd_seek(void *opaque, int64_t offset, int whence) {
+    int fd = (int)(intptr_t)opaque;
+    if (whence & AVSEEK_SIZE) {
+        struct stat st;
+        if (fstat(fd, &st) != 0) return AVERROR(errno);
+        return (int64_t)st.st_size;
+    }
+    off_t r = lseek(fd, (off_t)offset, whence & ~AVSEEK_FORCE);
+    return r < 0 ? AVERROR(errno) : (int64_t)r;
+}
+
+/// Frees a context opened by cffmpeg_open_fd_input, its AVIOContext and buffer, and
+/// closes the descriptor. avformat_close_input() leaves a custom AVIOContext alone.
+static inline void cffmpeg_close_fd_input(AVFormatContext **ctx) {
+    if (!ctx || !*ctx) return;
+    AVIOContext *pb = (*ctx)->pb;
+    avformat_close_input(ctx);
+    if (pb) {
+        int fd = (int)(intptr_t)pb->opaque;
+        av_freep(&pb->buffer);
+        avio_context_free(&pb);
+        close(fd);
+    }
+}
+
+/// Opens `fd` (owned from here on: closed on failure, or by cffmpeg_close_fd_input) as
+/// media with a demuxer from the comma list `allowed`, and no protocol at all for
+/// anything a demuxer would open on its own (HLS segments, concat entries: the
+/// protocol whitelist "none" names no protocol). The demuxer is probed first; one not
+/// in `allowed` is not opened: returns 1 with its name in `detected` (a static
+/// string). Otherwise 0 and the open context in `out`, or a negative AVERROR.
+static inline int cffmpeg_open_fd_input(int fd, const char *url, const char *allowed,
+                                        AVFormatContext **out, const char **detected) {
+    *out = NULL;
+    *detected = NULL;
+    AVFormatContext *ctx = avformat_alloc_context();
+    unsigned char *buf = av_malloc(32768);
+    AVIOContext *pb = buf ? avio_alloc_context(buf, 32768, 0, (void *)(intptr_t)fd,
+                                               cffmpeg_fd_read, NULL, cffmpeg_fd_seek) : NULL;
+    if (!ctx || !buf || !pb) {
+        if (pb) { av_freep(&pb->buffer); avio_context_free(&pb); } else { av_free(buf); }
+        avformat_free_context(ctx);
+        close(fd);
+        return AVERROR(ENOMEM);
+    }
+    const AVInputFormat *fmt = NULL;
+    int ret = av_probe_input_buffer2(pb, &fmt, url, NULL, 0, 0);
+    if (ret < 0 || !fmt || av_match_list(fmt->name, allowed, ',') <= 0) {
+        if (ret >= 0 && fmt) { *detected = fmt->name; ret = 1; }
+        av_freep(&pb->buffer); avio_context_free(&pb);
+        avformat_free_context(ctx);
+        close(fd);
+        return ret < 0 ? ret : 1;
+    }
+    ctx->pb = pb;
+    ctx->format_whitelist = av_strdup(allowed);
+    AVDictionary *opts = NULL;
+    av_dict_set(&opts, "protocol_whitelist", "none", 0);
+    ret = avformat_open_input(&ctx, url, fmt, &opts);
+    av_dict_free(&opts);
+    if (ret < 0) {
+        /* avformat_open_input freed ctx, not the custom pb. */
+        av_freep(&pb->buffer); avio_context_free(&pb);
+        close(fd);
+        return ret;
+    }
+    *out = ctx;
+    return 0;
+}
 
 #endif

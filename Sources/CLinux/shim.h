@@ -77,6 +77,11 @@ static inline int clinux_accept_nonblocking(int fd) {
     return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 }
 
+/// The same, also returning the peer's address (TCP clients are logged by address).
+static inline int clinux_accept_nonblocking_from(int fd, struct sockaddr *addr, socklen_t *len) {
+    return accept4(fd, addr, len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
+
 /// Unblocks SIGTERM, SIGINT and SIGHUP in the calling thread: a process may inherit
 /// a mask that blocks them (test runners, some supervisors), and then would never see
 /// the signals it handles.

@@ -70,8 +70,21 @@ public enum BadMedia {
         fm.createFile(atPath: path("random.flac"), contents: garbage)
         cases.append(Case(name: "random bytes named .flac", path: path("random.flac"), expectedCode: "not_audio"))
 
+        // Files that make FFmpeg open other files by itself (found by content, so the
+        // names do not help): an HLS playlist, an ffconcat list, a concat: protocol name
+        // inside an HLS playlist. Each points at a real, playable WAV; none may be opened.
+        let target = Fixtures.named("wav16-44100-2.wav").path
+        fm.createFile(atPath: path("playlist.m3u8"), contents: Data("#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:10,\nfile://\(target)\n#EXT-X-ENDLIST\n".utf8))
+        cases.append(Case(name: "HLS playlist (.m3u8)", path: path("playlist.m3u8"), expectedCode: "unsupported_format"))
+        try fm.copyItem(atPath: path("playlist.m3u8"), toPath: path("hls-named.mp3"))
+        cases.append(Case(name: "HLS playlist named .mp3", path: path("hls-named.mp3"), expectedCode: "unsupported_format"))
+        fm.createFile(atPath: path("ffconcat-list.flac"), contents: Data("ffconcat version 1.0\nfile '\(target)'\n".utf8))
+        cases.append(Case(name: "ffconcat list named .flac", path: path("ffconcat-list.flac"), expectedCode: "unsupported_format"))
+        fm.createFile(atPath: path("subfile.m3u8"), contents: Data("#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:10,\nsubfile,,start,0,end,0,,:\(target)\n#EXT-X-ENDLIST\n".utf8))
+        cases.append(Case(name: "HLS with a subfile: entry", path: path("subfile.m3u8"), expectedCode: "unsupported_format"))
+
         _ = mkfifo(path("a-fifo.mp3"), 0o600)
-        cases.append(Case(name: "a FIFO", path: path("a-fifo.mp3"), expectedCode: "not_audio"))
+        cases.append(Case(name: "a FIFO", path: path("a-fifo.mp3"), expectedCode: "not_regular_file"))
         return cases
     }
 }

@@ -10,10 +10,23 @@ import Glibc
 ///
 /// A single control thread runs a `poll()` loop over the listening socket, every client
 /// and a wake-up eventfd (events to broadcast, shutdown). Sockets are non-blocking.
-/// Limits keep one client from hurting others: a request line is at most
-/// ``maxLineBytes`` (longer: `line_too_long`, the rest of the line is discarded); a
-/// client's unsent output is at most ``maxPendingBytes`` (more: the client is cut off,
-/// as a stuck reader would otherwise grow memory). The render thread is never involved.
+/// Limits keep one client from hurting others (defaults in ``Limits``):
+/// - a request line is at most ``maxLineBytes`` (longer: `line_too_long`, the rest of
+///   the line is discarded; MPD: the connection is closed);
+/// - a client's unsent output is at most ``maxPendingBytes`` (more: the client is cut
+///   off, as a stuck reader would otherwise grow memory);
+/// - at most ``Limits/maxConnections`` connections per listener and
+///   ``Limits/maxConnectionsPerPeer`` per user (uid; TCP: per address) over all of
+///   them; more are told why and closed;
+/// - out of file descriptors (EMFILE), a spare descriptor accepts and closes the
+///   waiting connection, and the listener rests 100 ms: the loop never spins;
+/// - a connection silent for ``Limits/connectionTimeoutSeconds`` that waits for no
+///   events is closed (MPD's `connection_timeout`);
+/// - fairness: each turn of the loop handles at most ``linesPerTurn`` lines and one
+///   read per client, and a long MPD command list runs a slice per turn;
+/// - a wrong password holds the connection back (0.25 s, doubling to 8 s per failure of
+///   the same peer in the last 10 minutes) and the 5th on one connection closes it.
+/// The render thread is never involved.
 ///
 /// Thread: `run()` on its own thread; `broadcast`/`stop` from any thread.
 public final class ControlServer: @unchecked Sendable {
@@ -23,6 +36,25 @@ public final class ControlServer: @unchecked Sendable {
     public static let maxLineBytes = 64 * 1024
     public static let maxPendingBytes = 1 << 20
     public static let maxClients = 1024
+    /// Lines handled per client per turn of the loop.
+    static let linesPerTurn = 32
+    /// Wrong passwords on one connection before it is closed.
+    static let maxAuthFailuresPerConnection = 5
+
+    /// Connection limits (config `[limits]`). Set before `run()`, or on the control
+    /// thread (reload).
+    public struct Limits: Sendable, Equatable {
+        /// Connections per listener (control socket, MPD socket, MPD TCP): MPD's 100.
+        public var maxConnections = 100
+        /// Connections one user (uid; a TCP client: its address) may hold over all
+        /// listeners, so one local user cannot lock another out.
+        public var maxConnectionsPerPeer = 80
+        /// Seconds a connection may stay silent unless it waits for events.
+        public var connectionTimeoutSeconds = 60
+        public init() {}
+    }
+    /// Control thread (set before `run()`, or from work posted to it).
+    public var limits = Limits()
     /// A client's drained output buffer keeps its capacity up to this; a larger one is freed.
     static let retainedBufferBytes = 16 * 1024
 
@@ -37,6 +69,11 @@ public final class ControlServer: @unchecked Sendable {
     /// Handles one request line; returns the reply (nil: no reply). Runs on the control thread.
     public typealias Handler = (_ request: JSON, _ client: ClientContext) -> JSON
     private let handler: Handler
+    /// Connections refused by the connection limits, or accepted and closed while out
+    /// of file descriptors.
+    public let refusedByLimits = Atomic<Int>(0)
+    /// Connections closed by the idle timeout.
+    public let timedOutClients = Atomic<Int>(0)
     /// Called about every `tickMillis` on the control thread (periodic state save, ticks).
     private let onTick: () -> Void
     private let tickMillis: Int32
@@ -46,14 +83,27 @@ public final class ControlServer: @unchecked Sendable {
     public let refusedClients = Atomic<Int>(0)
     /// Who may connect (`control.allowed_users`/`allowed_groups`). Set before `run()`.
     public var access = AccessPolicy()
-    /// Told of every connection with the peer's credentials (nil over TCP), the
-    /// listener's name ("control", "mpd", "mpd-tcp") and whether `access` let it in.
+    /// Told of every connection with the peer's credentials (nil over TCP), its
+    /// address (TCP; nil for Unix sockets), the listener's name ("control", "mpd",
+    /// "mpd-tcp") and whether it was let in (nil: yes; else why not).
     /// Runs on the control thread; the daemon logs it. Set before `run()`.
-    public var onConnection: ((_ peer: Peer?, _ listener: String, _ allowed: Bool) -> Void)?
+    public var onConnection: ((_ peer: Peer?, _ address: String?, _ listener: String, _ refused: String?) -> Void)?
 
     public final class ClientContext {
         let fd: Int32
+        /// The listener it came from, and who it is for the per-peer limits.
+        let listener: String
+        let peerKey: String
         var input: [UInt8] = []
+        /// Bytes of `input` already handled.
+        var inputStart = 0
+        /// When it last sent something (monotonic ns).
+        var lastActive = monotonicNanoseconds()
+        /// No line of it is handled before this (a wrong password's hold).
+        var holdUntil: UInt64 = 0
+        var authFailures = 0
+        /// The session said more work is pending (`SessionOutput.more`).
+        var busy = false
         var output: [UInt8] = []
         var outputOffset = 0
         var discardingLongLine = false
@@ -65,13 +115,26 @@ public final class ControlServer: @unchecked Sendable {
         var closing = false
         /// Another protocol than JSON (an MPD connection), nil for JSON clients.
         let session: LineSession?
-        init(fd: Int32, session: LineSession? = nil) { self.fd = fd; self.session = session }
+        init(fd: Int32, listener: String, peerKey: String, session: LineSession? = nil) {
+            self.fd = fd; self.listener = listener; self.peerKey = peerKey; self.session = session
+        }
         var pending: Int { output.count - outputOffset }
+        /// Unhandled input bytes.
+        var buffered: Int { input.count - inputStart }
+        var hasCompleteLine: Bool { input[inputStart...].contains(0x0A) }
     }
     private var clients: [Int32: ClientContext] = [:]
     /// Listeners for other protocols: each connection gets a session from `factory`.
     /// Set up before `run()`, then owned by the control thread.
     private var extraListeners: [(fd: Int32, path: String?, factory: () -> LineSession)] = []
+    /// A listener that failed to accept for lack of descriptors rests until then
+    /// (by fd). Control thread.
+    private var restingUntil: [Int32: UInt64] = [:]
+    /// Wrong passwords per peer: how many, and the last one's time. Control thread.
+    private var peerAuthFailures: [String: (count: Int, last: UInt64)] = [:]
+    /// Kept open to be closed when accept() fails with EMFILE, so the waiting
+    /// connection can be accepted and closed instead of staying readable forever.
+    private var spareFD: Int32 = -1
     /// Builds a position-tick event for a subscriber.
     public var tickEvent: (() -> JSON)?
 
@@ -103,11 +166,13 @@ public final class ControlServer: @unchecked Sendable {
         }
         listenFD = try Self.makeUnixListener(path: path, mode: mode, group: group)
         wakeFD = EventFD.make()
+        spareFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
     }
 
     deinit {
         close(listenFD)
         close(wakeFD)
+        if spareFD >= 0 { close(spareFD) }
     }
 
     /// A listening Unix socket at `path` with `mode` and `group` (the path must be free).
@@ -236,25 +301,32 @@ public final class ControlServer: @unchecked Sendable {
         var fds: [pollfd] = []
         var lastTick = monotonicNanoseconds()
         while !stopping.load(ordering: .relaxed) {
+            let now = monotonicNanoseconds()
             fds.removeAll(keepingCapacity: true)
-            fds.append(pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0))
+            let listeners = [listenFD] + extraListeners.map(\.fd)
+            for l in listeners {
+                let resting = (restingUntil[l] ?? 0) > now
+                fds.append(pollfd(fd: resting ? -1 : l, events: Int16(POLLIN), revents: 0))
+            }
             fds.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
-            for l in extraListeners { fds.append(pollfd(fd: l.fd, events: Int16(POLLIN), revents: 0)) }
-            let base = 2 + extraListeners.count
+            let base = listeners.count + 1
             let order = Array(clients.keys)
+            var timeout = Int64(tickMillis)
             for fd in order {
                 let c = clients[fd]!
-                fds.append(pollfd(fd: fd, events: Int16(POLLIN) | (c.pending > 0 ? Int16(POLLOUT) : 0), revents: 0))
+                // Input is read while it can be handled: a held or busy client, or one
+                // with a turn's worth buffered, waits (TCP pushes back on the sender).
+                let wantInput = c.holdUntil <= now && !c.busy && c.buffered <= Self.maxLineBytes
+                fds.append(pollfd(fd: fd, events: (wantInput ? Int16(POLLIN) : 0) | (c.pending > 0 ? Int16(POLLOUT) : 0), revents: 0))
+                if c.holdUntil > now { timeout = min(timeout, Int64((c.holdUntil - now) / 1_000_000) + 1) }
+                if c.busy || (c.holdUntil <= now && c.hasCompleteLine) { timeout = 0 }
+                if c.tickInterval > 0 { timeout = min(timeout, max(0, Int64(c.nextTick) - Int64(now)) / 1_000_000) }
             }
-            let now = monotonicNanoseconds()
-            var timeout = Int64(tickMillis)
-            for c in clients.values where c.tickInterval > 0 {
-                timeout = min(timeout, max(0, Int64(c.nextTick) - Int64(now)) / 1_000_000)
-            }
-            let n = poll(&fds, nfds_t(fds.count), Int32(timeout))
+            for until in restingUntil.values where until > now { timeout = min(timeout, Int64((until - now) / 1_000_000) + 1) }
+            let n = poll(&fds, nfds_t(fds.count), Int32(max(0, timeout)))
             if n < 0 && errno != EINTR { break }
 
-            if fds[1].revents != 0 {
+            if fds[base - 1].revents != 0 {
                 EventFD.drain(wakeFD)
                 for work in posted.withLock({ q -> [@Sendable () -> Void] in let l = q; q.removeAll(); return l }) { work() }
                 let lines = outbox.withLock { q -> [String] in let l = q; q.removeAll(); return l }
@@ -262,18 +334,25 @@ public final class ControlServer: @unchecked Sendable {
                     for c in clients.values where c.subscribed { enqueue(c, line) }
                 }
             }
-            if fds[0].revents & Int16(POLLIN) != 0 { acceptClients(listenFD, "control", nil) }
-            for (i, l) in extraListeners.enumerated() where fds[2 + i].revents & Int16(POLLIN) != 0 {
-                acceptClients(l.fd, l.path == nil ? "mpd-tcp" : "mpd", l.factory)
+            if fds[0].revents & Int16(POLLIN) != 0 { acceptClients(listenFD, "control", nil, tcp: false) }
+            for (i, l) in extraListeners.enumerated() where fds[1 + i].revents & Int16(POLLIN) != 0 {
+                acceptClients(l.fd, l.path == nil ? "mpd-tcp" : "mpd", l.factory, tcp: l.path == nil)
             }
+            let t0 = monotonicNanoseconds()
             for (i, fd) in order.enumerated() {
                 guard let c = clients[fd] else { continue }
                 let re = fds[i + base].revents
                 if re & Int16(POLLIN | POLLHUP | POLLERR) != 0 { readFrom(c) }
+                if c.busy, let s = c.session, !c.closing {
+                    apply(c, s.resume())
+                } else if c.holdUntil <= t0 {
+                    handleInput(c)
+                }
                 if re & Int16(POLLOUT) != 0 || c.pending > 0 { flush(c) }
                 if c.closing && c.pending == 0 { drop(c) }
             }
             let t = monotonicNanoseconds()
+            expireIdle(t)
             if let tick = tickEvent {
                 var line: String?
                 for c in clients.values where c.tickInterval > 0 && t >= c.nextTick {
@@ -296,74 +375,167 @@ public final class ControlServer: @unchecked Sendable {
         }
     }
 
-    private func acceptClients(_ listener: Int32, _ name: String, _ factory: (() -> LineSession)?) {
+    /// Closes connections silent for longer than the timeout that wait for nothing.
+    private func expireIdle(_ now: UInt64) {
+        let limit = UInt64(max(1, limits.connectionTimeoutSeconds)) * 1_000_000_000
+        for c in Array(clients.values) where !c.closing && now &- c.lastActive > limit {
+            if c.subscribed || c.busy || c.pending > 0 || c.session?.waitsForEvents == true { continue }
+            timedOutClients.add(1, ordering: .relaxed)
+            c.closing = true
+            if c.pending == 0 { drop(c) }
+        }
+    }
+
+    private func acceptClients(_ listener: Int32, _ name: String, _ factory: (() -> LineSession)?, tcp: Bool) {
         while true {
-            let fd = clinux_accept_nonblocking(listener)
-            if fd < 0 { return }
-            if clients.count >= Self.maxClients { close(fd); continue }
-            let peer = Peer.of(socket: fd, groups: !access.gids.isEmpty)
-            let allowed = access.allows(peer)
-            onConnection?(peer, name, allowed)
-            if !allowed {
+            var storage = sockaddr_storage()
+            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let fd = withUnsafeMutablePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { clinux_accept_nonblocking_from(listener, $0, &length) }
+            }
+            if fd < 0 {
+                let e = errno
+                if e == EMFILE || e == ENFILE { outOfDescriptors(listener, name, factory) }
+                return
+            }
+            let address = tcp ? Self.describe(storage) : nil
+            let peer = tcp ? nil : Peer.of(socket: fd, groups: !access.gids.isEmpty)
+            let peerKey = peer.map { "uid:\($0.uid)" } ?? "addr:\(address?.split(separator: ":").dropLast().joined(separator: ":") ?? "?")"
+            var refusal: (reason: String, code: ProtocolErrorCode, ack: Int)?
+            if !access.allows(peer) {
+                let who = peer.map { "\($0)" } ?? "a TCP client (no credentials)"
+                refusal = ("permission denied: \(who) is not in control.allowed_users or control.allowed_groups", .notAllowed, 4)
+                refusedClients.add(1, ordering: .relaxed)
+            } else if clients.count >= Self.maxClients || clients.values.filter({ $0.listener == name }).count >= limits.maxConnections {
+                refusal = ("too many connections (limits.max_connections = \(limits.maxConnections))", .tooManyConnections, 52)
+                refusedByLimits.add(1, ordering: .relaxed)
+            } else if clients.values.filter({ $0.peerKey == peerKey }).count >= limits.maxConnectionsPerPeer {
+                refusal = ("too many connections from \(peer.map { "uid \($0.uid)" } ?? address ?? "this peer") (limits.max_connections_per_user = \(limits.maxConnectionsPerPeer))",
+                           .tooManyConnections, 52)
+                refusedByLimits.add(1, ordering: .relaxed)
+            }
+            onConnection?(peer, address, name, refusal?.reason)
+            if let r = refusal {
                 // One line saying why, then close. The socket's send buffer is empty, so
                 // this short non-blocking send does not wait.
-                refusedClients.add(1, ordering: .relaxed)
-                let who = peer.map { "\($0)" } ?? "a TCP client (no credentials)"
-                let reason = "\(who) is not in control.allowed_users or control.allowed_groups"
-                let line = factory == nil
-                    ? errorReply(id: nil, .notAllowed, reason).text + "\n"
-                    : "ACK [4@0] {} permission denied: \(reason)\n"
+                let line = factory == nil ? errorReply(id: nil, r.code, r.reason).text + "\n" : "ACK [\(r.ack)@0] {} \(r.reason)\n"
                 _ = line.utf8CString.withUnsafeBufferPointer { send(fd, $0.baseAddress, $0.count - 1, Int32(MSG_NOSIGNAL)) }
                 close(fd)
                 continue
             }
-            let c = ClientContext(fd: fd, session: factory?())
+            let c = ClientContext(fd: fd, listener: name, peerKey: peerKey, session: factory?())
+            // A peer that has been guessing passwords waits before its first line too.
+            if let f = peerAuthFailures[peerKey] { c.holdUntil = monotonicNanoseconds() + Self.authHold(f.count) }
             clients[fd] = c
             if let hello = c.session?.greeting() { enqueueRaw(c, hello) }
         }
     }
 
-    private func readFrom(_ c: ClientContext) {
-        var chunk = [UInt8](repeating: 0, count: 16384)
-        while true {
-            let n = recv(c.fd, &chunk, chunk.count, 0)
-            if n == 0 { c.closing = true; c.output.removeAll(); c.outputOffset = 0; return }  // client gone
-            if n < 0 {
-                if errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR { break }
-                c.closing = true; c.output.removeAll(); c.outputOffset = 0
-                return
-            }
-            for b in chunk[..<n] {
-                if b == 0x0A {
-                    if c.discardingLongLine {
-                        c.discardingLongLine = false
-                    } else {
-                        handleLine(c, c.input)
-                    }
-                    c.input.removeAll(keepingCapacity: c.input.capacity <= Self.retainedBufferBytes)
-                } else if !c.discardingLongLine {
-                    c.input.append(b)
-                    if c.input.count > Self.maxLineBytes {
-                        c.input.removeAll()
-                        c.discardingLongLine = true
-                        if c.session != nil {
-                            c.closing = true  // MPD closes a connection whose line is too long
-                        } else {
-                            enqueue(c, errorReply(id: nil, .lineTooLong, "request line longer than \(Self.maxLineBytes) bytes").text)
-                        }
-                    }
+    /// accept() failed for lack of descriptors: the waiting connection stays readable,
+    /// and polling on would spin at 100 % CPU. Close the spare descriptor, accept the
+    /// connection with it, tell it why and close it; and let the listener rest 100 ms.
+    private func outOfDescriptors(_ listener: Int32, _ name: String, _ factory: (() -> LineSession)?) {
+        refusedByLimits.add(1, ordering: .relaxed)
+        restingUntil[listener] = monotonicNanoseconds() + 100_000_000
+        guard spareFD >= 0 else { return }
+        close(spareFD)
+        let fd = clinux_accept_nonblocking(listener)
+        if fd >= 0 {
+            let reason = "playd is out of file descriptors; try again later"
+            let line = factory == nil ? errorReply(id: nil, .tooManyConnections, reason).text + "\n" : "ACK [52@0] {} \(reason)\n"
+            _ = line.utf8CString.withUnsafeBufferPointer { send(fd, $0.baseAddress, $0.count - 1, Int32(MSG_NOSIGNAL)) }
+            close(fd)
+        }
+        spareFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        onConnection?(nil, nil, name, "out of file descriptors (EMFILE)")
+    }
+
+    /// `1.2.3.4:5678` or `[::1]:5678`.
+    private static func describe(_ storage: sockaddr_storage) -> String {
+        var s = storage
+        var host = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        switch Int32(storage.ss_family) {
+        case AF_INET:
+            return withUnsafePointer(to: &s) {
+                $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
+                    var a = sin.pointee.sin_addr
+                    inet_ntop(AF_INET, &a, &host, socklen_t(host.count))
+                    return String(cString: host) + ":\(UInt16(bigEndian: sin.pointee.sin_port))"
                 }
             }
-            if n < chunk.count { break }
+        case AF_INET6:
+            return withUnsafePointer(to: &s) {
+                $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin in
+                    var a = sin.pointee.sin6_addr
+                    inet_ntop(AF_INET6, &a, &host, socklen_t(host.count))
+                    return "[" + String(cString: host) + "]:\(UInt16(bigEndian: sin.pointee.sin6_port))"
+                }
+            }
+        default: return "?"
+        }
+    }
+
+    /// The hold after the `n`th wrong password from one peer: 0.25 s doubling to 8 s.
+    static func authHold(_ n: Int) -> UInt64 {
+        UInt64(250_000_000) << UInt64(min(5, max(0, n - 1)))
+    }
+
+    /// Reads what has arrived: one chunk a turn, so a fast sender cannot keep the loop.
+    private func readFrom(_ c: ClientContext) {
+        var chunk = [UInt8](repeating: 0, count: 16384)
+        let n = recv(c.fd, &chunk, chunk.count, 0)
+        if n == 0 { c.closing = true; c.output.removeAll(); c.outputOffset = 0; return }  // client gone
+        if n < 0 {
+            if errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR { return }
+            c.closing = true; c.output.removeAll(); c.outputOffset = 0
+            return
+        }
+        c.lastActive = monotonicNanoseconds()
+        if c.inputStart > 0 && c.inputStart == c.input.count {
+            c.input.removeAll(keepingCapacity: c.input.capacity <= Self.retainedBufferBytes)
+            c.inputStart = 0
+        } else if c.inputStart > Self.maxLineBytes {
+            c.input.removeSubrange(..<c.inputStart)
+            c.inputStart = 0
+        }
+        c.input.append(contentsOf: chunk[..<n])
+    }
+
+    /// Handles up to ``linesPerTurn`` complete lines of `c`'s input.
+    private func handleInput(_ c: ClientContext) {
+        var handled = 0
+        while handled < Self.linesPerTurn, !c.closing, !c.busy, c.holdUntil <= monotonicNanoseconds() {
+            guard let nl = c.input[c.inputStart...].firstIndex(of: 0x0A) else {
+                if c.buffered > Self.maxLineBytes {
+                    c.input.removeAll()
+                    c.inputStart = 0
+                    if !c.discardingLongLine {
+                        c.discardingLongLine = true
+                        tooLong(c)
+                    }
+                }
+                return
+            }
+            let length = nl - c.inputStart
+            let line = Array(c.input[c.inputStart..<nl])
+            c.inputStart = nl + 1
+            if c.discardingLongLine {
+                c.discardingLongLine = false
+                continue
+            }
+            if length > Self.maxLineBytes {
+                tooLong(c)
+                continue
+            }
+            handled += 1
+            handleLine(c, line)
         }
     }
 
     private func handleLine(_ c: ClientContext, _ bytes: [UInt8]) {
         if let s = c.session {
             guard !c.closing else { return }
-            let (reply, close) = s.receive(bytes)
-            if !reply.isEmpty { enqueueRaw(c, reply) }
-            if close { c.closing = true }
+            apply(c, s.handle(bytes))
             return
         }
         var line = bytes
@@ -387,6 +559,36 @@ public final class ControlServer: @unchecked Sendable {
         let reply = handler(request, c)
         if c.tickInterval > 0 && c.nextTick == 0 { c.nextTick = monotonicNanoseconds() }
         enqueue(c, reply.text)
+    }
+
+    private func tooLong(_ c: ClientContext) {
+        if c.session != nil {
+            c.closing = true  // MPD closes a connection whose line is too long
+        } else {
+            enqueue(c, errorReply(id: nil, .lineTooLong, "request line longer than \(Self.maxLineBytes) bytes").text)
+        }
+    }
+
+    /// A session's output: send it, close, keep it busy, or hold it after a wrong password.
+    private func apply(_ c: ClientContext, _ out: SessionOutput) {
+        if !out.text.isEmpty { enqueueRaw(c, out.text) }
+        if out.close { c.closing = true }
+        c.busy = out.more && !out.close
+        if out.authFailed {
+            let now = monotonicNanoseconds()
+            c.authFailures += 1
+            var f = peerAuthFailures[c.peerKey] ?? (0, now)
+            // A peer's count is forgotten 10 minutes after its last failure.
+            if now &- f.last > 600_000_000_000 { f.count = 0 }
+            f.count += 1
+            f.last = now
+            peerAuthFailures[c.peerKey] = f
+            if peerAuthFailures.count > 4096 {
+                peerAuthFailures = peerAuthFailures.filter { now &- $0.value.last <= 600_000_000_000 }
+            }
+            c.holdUntil = now + Self.authHold(f.count)
+            if c.authFailures >= Self.maxAuthFailuresPerConnection { c.closing = true }
+        }
     }
 
     private func enqueue(_ c: ClientContext, _ line: String) {

@@ -14,8 +14,21 @@ public final class Daemon: @unchecked Sendable {
 
     public static let version = "0.2.0"
 
-    let config: DaemonConfig
+    /// Replaced by a reload (SIGHUP). Control thread.
+    var config: DaemonConfig
     let logger: Logger
+    /// Reads the config again for a reload (the file and the command line's flags).
+    public var reloadConfig: (() throws -> DaemonConfig)?
+    /// Saving is off while the saved state is being restored: a save then would write
+    /// "stopped, no file" over the state being restored, and a second crash in that
+    /// window lost the track. Control thread.
+    var restoring = false
+    /// The saved track when it could not be played at start (missing for now): kept in
+    /// the state written until something else is played, so nothing is lost.
+    var unrestored: SavedState?
+    /// Queue entries reported unplayable since the current track started: an entry
+    /// refused by `setNext` and then by `play` is reported once. Control thread.
+    var reportedSkips: Set<Int> = []
     let engine: PlaybackEngine
     var server: ControlServer!
     let statePath: String
@@ -85,15 +98,18 @@ public final class Daemon: @unchecked Sendable {
             throw DaemonConfig.Error(message: error.message)
         }
         let access = server.access
-        server.onConnection = { [logger] peer, listener, allowed in
+        server.limits = Self.serverLimits(config)
+        server.onConnection = { [logger] peer, address, listener, refused in
             var meta: Logger.Metadata = ["listener": "\(listener)"]
             if let p = peer {
                 meta["peer.uid"] = "\(p.uid)"; meta["peer.gid"] = "\(p.gid)"; meta["peer.pid"] = "\(p.pid)"
             }
-            if allowed {
-                logger.info("client connected", metadata: meta)
+            // TCP peers have no credentials: their address says who they are.
+            if let a = address { meta["peer.address"] = "\(a)" }
+            if let why = refused {
+                logger.warning("client refused: \(why)", metadata: meta)
             } else {
-                logger.warning("client refused: not in control.allowed_users/allowed_groups", metadata: meta)
+                logger.info("client connected", metadata: meta)
             }
         }
         if !access.isOpen && !config.mpdTCP.isEmpty {
@@ -102,7 +118,8 @@ public final class Daemon: @unchecked Sendable {
         if config.mpdEnabled {
             let password = config.mpdPassword.isEmpty ? nil : config.mpdPassword
             let make: () -> LineSession = { [unowned self] in
-                MPDSession(password: password) { [unowned self] command, args throws(MPDSession.Failure) in
+                MPDSession(password: password, maxCommandListBytes: self.config.maxCommandListKiB * 1024) {
+                    [unowned self] command, args throws(MPDSession.Failure) in
                     try self.mpdExecute(command, args)
                 }
             }
@@ -125,6 +142,9 @@ public final class Daemon: @unchecked Sendable {
                 throw DaemonConfig.Error(message: e.message)
             }
             librarySongs = library?.counts().songs ?? 0
+            // Every file opened from now on (plays, probes, playlists, covers) is held
+            // to the roots on the descriptor itself, not only when it is queued.
+            if !config.allowOutsideRoots, let roots = library?.roots { LocalFile.roots = roots }
             logger.info("library", metadata: ["roots": "\(library!.roots)", "database": "\(dbPath)", "songs": "\(librarySongs)"])
             if config.updateOnStart { _ = try? library?.update() }
         }
@@ -133,7 +153,14 @@ public final class Daemon: @unchecked Sendable {
 
     /// Runs until SIGTERM/SIGINT (or `stop()`), then fades out, saves and cleans up.
     public func run() {
-        SignalWake.install { [weak self] in self?.server.stop() }
+        SignalWake.install { [weak self] signal in
+            guard let self else { return }
+            if signal == SIGHUP {
+                self.server.post { [weak self] in self?.reload() }
+            } else {
+                self.server.stop()
+            }
+        }
         SDNotify.send("READY=1\nSTATUS=listening on \(server.path)")
         logger.info("listening", metadata: ["socket.path": "\(server.path)", "state.path": "\(statePath)"])
         server.run()
@@ -141,6 +168,75 @@ public final class Daemon: @unchecked Sendable {
     }
 
     public func stop() { server.stop() }
+
+    static func serverLimits(_ c: DaemonConfig) -> ControlServer.Limits {
+        var l = ControlServer.Limits()
+        l.maxConnections = c.maxConnections
+        l.maxConnectionsPerPeer = c.maxConnectionsPerUser
+        l.connectionTimeoutSeconds = c.connectionTimeout
+        return l
+    }
+
+    /// SIGHUP: reads the config again and applies what can change while running (log
+    /// level, limits, state options, ReplayGain, `library.allow_outside_roots`); logs
+    /// the keys that need a restart. A config that does not parse changes nothing.
+    /// Control thread.
+    func reload() {
+        guard let read = reloadConfig else { return }
+        let new: DaemonConfig
+        do { new = try read() } catch {
+            let message = (error as? DaemonConfig.Error)?.message ?? "\(error)"
+            logger.error("reload refused: the config has an error; nothing changed", metadata: ["error": "\(message)"])
+            return
+        }
+        var restartNeeded: [String] = []
+        func check<T: Equatable>(_ key: String, _ path: KeyPath<DaemonConfig, T>) {
+            if config[keyPath: path] != new[keyPath: path] { restartNeeded.append(key) }
+        }
+        check("control.socket", \.socketPath); check("control.socket_mode", \.socketMode)
+        check("control.socket_group", \.socketGroup); check("control.allowed_users", \.allowedUsers)
+        check("control.allowed_groups", \.allowedGroups); check("output.device", \.outputDevice)
+        check("output.fallback", \.outputFallback); check("output.feeds", \.feeds)
+        check("output.buffer_time", \.bufferTime); check("output.period_time", \.periodTime)
+        check("engine.ring_frames", \.ringFrames); check("library.music_roots", \.musicRoots)
+        check("library.database", \.libraryDatabase); check("state.file", \.stateFile)
+        check("output.format_change", \.formatChange); check("volume.mixer", \.mixer)
+        check("volume.mixer_device", \.mixerDevice); check("volume.mixer_control", \.mixerControl)
+        check("mpd.enabled", \.mpdEnabled); check("mpd.socket", \.mpdSocket); check("mpd.tcp", \.mpdTCP)
+        check("mpd.password", \.mpdPassword); check("mpd.max_command_list_size", \.maxCommandListKiB)
+        // What does change now.
+        var applied = config
+        applied.logLevel = new.logLevel
+        applied.maxConnections = new.maxConnections
+        applied.maxConnectionsPerUser = new.maxConnectionsPerUser
+        applied.connectionTimeout = new.connectionTimeout
+        applied.maxQueueLength = new.maxQueueLength
+        applied.maxPlaylistBytes = new.maxPlaylistBytes
+        applied.maxPlaylistEntries = new.maxPlaylistEntries
+        applied.saveInterval = new.saveInterval
+        applied.resume = new.resume
+        applied.updateOnStart = new.updateOnStart
+        applied.allowOutsideRoots = new.allowOutsideRoots
+        applied.replayGain = new.replayGain
+        applied.replayGainPreamp = new.replayGainPreamp
+        applied.replayGainMissingPreamp = new.replayGainMissingPreamp
+        applied.replayGainLimit = new.replayGainLimit
+        config = applied
+        LogLevelSwitch.set(config.logLevel)
+        server.limits = Self.serverLimits(config)
+        LocalFile.roots = (!config.allowOutsideRoots ? library?.roots : nil) ?? []
+        var level = engine.status().level
+        level.replayGain = ReplayGainMode(rawValue: config.replayGain) ?? .off
+        level.preampDB = config.replayGainPreamp
+        level.missingPreampDB = config.replayGainMissingPreamp
+        level.preventClipping = config.replayGainLimit
+        engine.setLevel(level)
+        logger.notice("config reloaded", metadata: restartNeeded.isEmpty ? [:] : [
+            "restart_needed": "\(restartNeeded.joined(separator: ", "))"])
+        if !restartNeeded.isEmpty {
+            logger.warning("these keys changed and take effect at the next start: \(restartNeeded.joined(separator: ", "))")
+        }
+    }
 
     private func shutdown() {
         SDNotify.send("STOPPING=1")
@@ -206,6 +302,9 @@ public final class Daemon: @unchecked Sendable {
 
     /// Periodic work on the control thread: save state while playing.
     private func tick() {
+        // The control loop is turning: tell systemd's watchdog (WatchdogSec). A wedged
+        // control thread stops sending, and systemd restarts playd.
+        SDNotify.watchdog()
         let now = monotonicNanoseconds()
         // While the output is lost the position stands still: the state saved before
         // it went is the one to keep.
@@ -491,8 +590,14 @@ public final class Daemon: @unchecked Sendable {
     private func frames(_ t: TimeArgument, rate: Int) throws -> Int64 {
         let sign: Int64 = t.direction < 0 ? -1 : 1
         switch t.value {
-        case .seconds(let s): return sign * FrameTime.frames(seconds: s, rate: rate)
-        case .frames(let f): return sign * f
+        case .seconds(let s):
+            guard let f = FrameTime.checkedFrames(seconds: s, rate: rate) else {
+                throw RequestError(.badRequest, "\(s) s is out of range")
+            }
+            return sign * f
+        case .frames(let f):
+            guard f <= FrameTime.maxFrames else { throw RequestError(.badRequest, "\(f) frames is out of range") }
+            return sign * f
         }
     }
 
@@ -552,8 +657,21 @@ public final class Daemon: @unchecked Sendable {
     // MARK: - State
 
     func saveState() {
+        guard !restoring else { return }
         lastSaved = monotonicNanoseconds()
         let s = engine.status()
+        if let kept = unrestored, s.track == nil {
+            // The track saved before could not be played at start: keep it.
+            var state = kept
+            state.queue = queue
+            state.volume = currentLevel().volume
+            state.muted = s.level.muted
+            do { try StateStore.save(state, to: statePath) } catch {
+                logger.error("cannot save state", metadata: ["state.path": "\(statePath)", "error": "\(error)"])
+            }
+            return
+        }
+        unrestored = nil
         var loop = s.loop
         if let c = s.loopRemaining { loop?.count = Int(c) }
         let state = SavedState(file: s.track?.path, positionFrames: s.positionFrames, sampleRate: s.track?.sampleRate,
@@ -569,6 +687,8 @@ public final class Daemon: @unchecked Sendable {
 
     private func restoreState() {
         StateStore.removeLeftovers(of: statePath)
+        restoring = true
+        defer { restoring = false }
         let saved: SavedState?
         do {
             saved = try StateStore.load(from: statePath)
@@ -597,6 +717,7 @@ public final class Daemon: @unchecked Sendable {
             logger.info("restored", metadata: ["track.path": "\(file)", "position.frames": "\(st.positionFrames)"])
         } catch {
             logger.warning("cannot restore the saved track", metadata: ["track.path": "\(file)", "error": "\(error)"])
+            unrestored = st
         }
     }
 }

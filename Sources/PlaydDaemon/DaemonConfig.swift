@@ -69,6 +69,23 @@ public struct DaemonConfig: Sendable, Equatable {
     /// `volume.replaygain_limit`: keep the tagged peak from clipping.
     public var replayGainLimit = true
 
+    /// `limits.max_connections`: connections per listener (control, MPD socket, MPD TCP).
+    public var maxConnections = 100
+    /// `limits.max_connections_per_user`: connections one uid (TCP: one address) may
+    /// hold over all listeners.
+    public var maxConnectionsPerUser = 80
+    /// `limits.connection_timeout`: seconds a silent connection is kept, unless it
+    /// waits for events (`subscribe`, MPD `idle`).
+    public var connectionTimeout = 60
+    /// `limits.max_queue_length`: entries in the queue (MPD's `max_playlist_length`).
+    public var maxQueueLength = 16_384
+    /// `limits.max_playlist_size`: bytes of an M3U/PLS file read for `add`/`load`.
+    public var maxPlaylistBytes = 4 << 20
+    /// `limits.max_playlist_entries`: entries taken from one playlist file.
+    public var maxPlaylistEntries = 10_000
+    /// `mpd.max_command_list_size`: KiB of one MPD command list (MPD's default 2048).
+    public var maxCommandListKiB = 2048
+
     public init() {}
 
     public struct Error: Swift.Error, CustomStringConvertible {
@@ -174,6 +191,13 @@ public struct DaemonConfig: Sendable, Equatable {
             case "volume.replaygain_preamp": replayGainPreamp = try decibels()
             case "volume.replaygain_missing_preamp": replayGainMissingPreamp = try decibels()
             case "volume.replaygain_limit": replayGainLimit = try bool()
+            case "limits.max_connections": maxConnections = try int(1...1000)
+            case "limits.max_connections_per_user": maxConnectionsPerUser = try int(1...1000)
+            case "limits.connection_timeout": connectionTimeout = try int(1...86_400)
+            case "limits.max_queue_length": maxQueueLength = try int(1...1_000_000)
+            case "limits.max_playlist_size": maxPlaylistBytes = try int(1024...(256 << 20))
+            case "limits.max_playlist_entries": maxPlaylistEntries = try int(1...1_000_000)
+            case "mpd.max_command_list_size": maxCommandListKiB = try int(1...(1 << 20))
             case "log.level":
                 let s = try string()
                 guard Self.logLevels.contains(s) else { throw fail("'\(s)' must be one of \(Self.logLevels.joined(separator: ", "))") }
@@ -201,8 +225,11 @@ public struct DaemonConfig: Sendable, Equatable {
             candidates = [xdg.map { $0 + "/playd/config.toml" }, "/etc/playd/config.toml"].compactMap { $0 }
         }
         for c in candidates {
-            guard let text = readFile(c) else {
-                if path != nil { throw Error(message: "\(c): cannot read the config file: \(String(cString: strerror(errno)))") }
+            let text: String
+            do {
+                text = String(decoding: try LocalFile.read(c, limit: maxFileBytes, withinRoots: false), as: UTF8.self)
+            } catch {
+                if path != nil || error.code != .fileNotFound { throw Error(message: "\(c): cannot read the config file: \(error.message)") }
                 continue
             }
             return (try DaemonConfig(toml: text, path: c), c)
@@ -253,19 +280,6 @@ enum Environment {
     }
 }
 
-/// Reads a whole small file as UTF-8, or nil.
-func readFile(_ path: String) -> String? {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
-    var data: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = read(fd, &chunk, chunk.count)
-        if n < 0 { if errno == EINTR { continue }; return nil }
-        if n == 0 { break }
-        data.append(contentsOf: chunk[..<n])
-        if data.count > 16 << 20 { return nil }
-    }
-    return String(decoding: data, as: UTF8.self)
-}
+/// Config and state files are read whole, up to this size (a symlink to /dev/zero or a
+/// 2 GB file is refused, not read).
+let maxFileBytes = 16 << 20

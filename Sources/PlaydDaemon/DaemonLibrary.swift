@@ -10,13 +10,19 @@ import Glibc
 extension Daemon {
     /// The path to play or queue, resolved; refused when outside the roots. With no
     /// roots configured (no library) every path is taken as given.
+    ///
+    /// A path outside the roots gets the same answer whether or not it exists (a "no
+    /// such file" would tell a local user which files exist in, say, /root). The roots
+    /// are checked again when the file is opened (``LocalFile``), on the descriptor.
     func admit(_ path: String) throws -> String {
-        guard let library else { return path }
+        guard !path.utf8.contains(0) else { throw RequestError(.badRequest, "a path cannot contain a NUL byte") }
         guard path.utf8.count <= 4096 else { throw RequestError(.badRequest, "path longer than 4096 bytes") }
+        guard let library else { return path }
         if let real = library.resolveInside(path) { return real }
         if config.allowOutsideRoots { return path }
-        var st = stat()
-        if stat(path.hasPrefix("/") ? path : (library.roots.first ?? "") + "/" + path, &st) != 0 {
+        let absolute = path.hasPrefix("/") ? path : (library.roots.first ?? "") + "/" + path
+        // Inside the roots but missing: say so. Outside: one answer for all.
+        if LocalFile.isInside(LocalFile.resolvedParent(absolute), roots: library.roots) {
             throw StreamError(.fileNotFound, "\(path): no such file")
         }
         throw RequestError(.outsideLibrary,

@@ -22,11 +22,18 @@ extension Daemon {
         } catch let f as Failure {
             throw f
         } catch let e as StreamError {
-            throw Failure(e.code == .fileNotFound ? .noExist : .system, e.message)
+            switch e.code {
+            case .fileNotFound: throw Failure(.noExist, e.message)
+            case .outsideRoots: throw Failure(.permission, e.message)
+            case .tooLarge: throw Failure(.playlistMax, e.message)
+            case .invalidArgument: throw Failure(.arg, e.message)
+            default: throw Failure(.system, e.message)
+            }
         } catch let e as RequestError {
             switch e.code {
             case .notPlaying: throw Failure(.playerSync, e.message)
             case .outsideLibrary: throw Failure(.permission, e.message)
+            case .tooLarge: throw Failure(.playlistMax, e.message)
             case .updateRunning: throw Failure(.updateAlready, e.message)
             default: throw Failure(.arg, e.message)
             }
@@ -91,6 +98,7 @@ extension Daemon {
                 }
             }
             if command.hasSuffix("add") {
+                try checkRoom(songs.count)
                 queue.add(songs.map(\.path))
                 queueChanged()
                 return []
@@ -130,7 +138,10 @@ extension Daemon {
             try mpdVolume(v)
         case "volume":
             try count(1...1)
-            try mpdVolume(min(100, max(0, currentLevel().volume + (try int(0)))))
+            // Checked before the addition: `volume 9223372036854775807` overflowed here.
+            let change = try int(0)
+            guard (-100...100).contains(change) else { throw Failure(.arg, "Number out of range: \(a[0])") }
+            try mpdVolume(min(100, max(0, currentLevel().volume + change)))
         case "repeat", "single":
             try count(1...1)
             let on = try bool(0)
@@ -144,9 +155,11 @@ extension Daemon {
         case "consume": try count(1...1); queue.consume = try bool(0); queueChanged(); notifyMPD(["options"])
         case "add", "addid":
             try count(command == "add" ? 1...1 : 1...2)
-            let files = admitAll(try QueueSources.expand(try admit(mpdPath(a[0])))).kept
+            let files = admitAll(try QueueSources.expand(try admit(mpdPath(a[0])), limits: sourceLimits())).kept
+            try checkRoom(files.count)
             if command == "add" { queue.add(files); queueChanged(); return [] }
             let at = a.count == 2 ? try int(1) : nil
+            if let at, !(0...queue.count).contains(at) { throw Failure(.arg, "Bad song index") }
             let ids = queue.add(files, at: at)
             queueChanged()
             return ids.prefix(1).map { "Id: \($0)" }
@@ -178,7 +191,9 @@ extension Daemon {
         case "listplaylists": return []
         case "load":
             try count(1...2)
-            queue.add(admitAll(try QueueSources.expand(try admit(mpdPath(a[0])))).kept)
+            let files = admitAll(try QueueSources.expand(try admit(mpdPath(a[0])), limits: sourceLimits())).kept
+            try checkRoom(files.count)
+            queue.add(files)
             queueChanged()
         case "outputs":
             try count(0...0)
@@ -266,7 +281,11 @@ extension Daemon {
         guard let t = s.track, s.state != .stopped else { throw Failure(.playerSync, "Not playing") }
         let relative = text.hasPrefix("+") || text.hasPrefix("-")
         guard !relative || relativeAllowed, let v = Double(text), v.isFinite else { throw Failure(.arg, "Time expected: \(text)") }
-        var frame = FrameTime.frames(seconds: abs(v), rate: t.sampleRate) * (v < 0 ? -1 : 1)
+        // Range-checked before any conversion: `seekcur 1e300` trapped here.
+        guard let magnitude = FrameTime.checkedFrames(seconds: abs(v), rate: t.sampleRate) else {
+            throw Failure(.arg, "Time out of range: \(text)")
+        }
+        var frame = magnitude * (v < 0 ? -1 : 1)
         if relative { frame += s.positionFrames }
         frame = max(0, min(frame, t.durationFrames ?? Int64.max))
         try engine.seek(to: frame)
@@ -283,7 +302,8 @@ extension Daemon {
     /// "N" or "START:END" (END exclusive; open END = the end of the queue).
     private func mpdRange(_ text: String) throws -> (Int, Int) {
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-        guard let lo = Int(parts[0]), lo >= 0 else { throw Failure(.arg, "Bad song index") }
+        // `lo < queue.count` before `lo + 1`: a range of Int.max overflowed here.
+        guard parts.count <= 2, let lo = Int(parts[0]), lo >= 0, lo < queue.count else { throw Failure(.arg, "Bad song index") }
         let hi = parts.count == 2 ? (parts[1].isEmpty ? queue.count : Int(parts[1]) ?? -1) : lo + 1
         guard hi > lo, hi <= queue.count else { throw Failure(.arg, "Bad song index") }
         return (lo, hi)

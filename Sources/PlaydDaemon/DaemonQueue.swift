@@ -18,9 +18,10 @@ extension Daemon {
             }
             guard !paths.isEmpty else { throw RequestError(.badRequest, "\(name) needs \"path\" or \"paths\"") }
             var files: [String] = []
-            for p in paths { files += try QueueSources.expand(try admit(p)) }  // a StreamError names the path
+            for p in paths { files += try QueueSources.expand(try admit(p), limits: sourceLimits(adding: files.count)) }  // a StreamError names the path
             // Entries a folder's symlinks or a playlist lead out of the music roots.
             let (kept, refused) = admitAll(files)
+            try checkRoom(kept.count)
             let ids = name == "add" ? queue.add(kept) : queue.insertNext(kept)
             queueChanged()
             var reply: [(String, JSON)] = [("added", .array(ids.map { JSON.int(Int64($0)) })), ("length", .int(Int64(queue.count)))]
@@ -37,7 +38,7 @@ extension Daemon {
             return [("length", .int(Int64(queue.count)))]
         case "move":
             let from = try entryIndex(req)
-            guard let to = req["to"]?.numberValue, to == to.rounded(), to >= 0, Int(to) < queue.count else {
+            guard let to = req["to"]?.integer(in: 0...Int64(queue.count - 1)) else {
                 throw RequestError(.invalidArgument, "\"to\" must be an index 0…\(queue.count - 1)")
             }
             queue.move(from: from, to: Int(to))
@@ -80,6 +81,19 @@ extension Daemon {
         }
     }
 
+    /// What one `add` may bring in: the room left in the queue, the playlist limits.
+    func sourceLimits(adding already: Int = 0) -> QueueSources.Limits {
+        QueueSources.Limits(maxEntries: max(0, config.maxQueueLength - queue.count - already),
+                            playlistBytes: config.maxPlaylistBytes, playlistEntries: config.maxPlaylistEntries)
+    }
+
+    /// Refuses an addition of `n` entries past `limits.max_queue_length`.
+    func checkRoom(_ n: Int) throws {
+        guard queue.count + n <= config.maxQueueLength else {
+            throw RequestError(.tooLarge, "the queue holds at most \(config.maxQueueLength) entries (limits.max_queue_length); it has \(queue.count), \(n) more do not fit")
+        }
+    }
+
     /// `play` with an `index` or `id`, or with nothing: start (or resume) the queue.
     func playQueue(_ req: JSON) throws -> [(String, JSON)] {
         if req["index"] != nil || req["entry"] != nil {
@@ -99,13 +113,19 @@ extension Daemon {
 
     private func entryIndex(_ req: JSON) throws -> Int {
         // "entry", not "id": a request's "id" is the client's own tag for the reply.
-        if let id = req["entry"]?.numberValue {
-            guard let i = queue.index(ofID: Int(id)) else { throw RequestError(.invalidArgument, "no queue entry with id \(Int(id))") }
+        if let v = req["entry"] {
+            // Ids are positive and below 2^53 (PlayQueue never gets near): anything else
+            // names no entry, and is checked before it becomes an Int.
+            guard let id = v.integer(in: 0...FrameTime.maxFrames) else {
+                throw RequestError(.badRequest, "\"entry\" must be an entry id (a whole number ≥ 0), not \(v.text)")
+            }
+            guard let i = queue.index(ofID: Int(id)) else { throw RequestError(.invalidArgument, "no queue entry with id \(id)") }
             return i
         }
-        if let index = req["index"]?.numberValue ?? req["from"]?.numberValue {
-            guard index == index.rounded(), index >= 0, Int(index) < queue.count else {
-                throw RequestError(.invalidArgument, "index \(index) is outside the queue (0…\(queue.count - 1))")
+        if let v = req["index"] ?? req["from"] {
+            guard case .number = v else { throw RequestError(.badRequest, "\"index\" must be a number, not \(v.text)") }
+            guard let index = v.integer(in: 0...Int64(max(0, queue.count - 1))), index < queue.count else {
+                throw RequestError(.invalidArgument, "index \(v.text) is outside the queue (0…\(queue.count - 1))")
             }
             return Int(index)
         }
@@ -127,6 +147,7 @@ extension Daemon {
             let path = queue.entries[now].path
             do {
                 try engine.play(path: path)
+                reportedSkips.removeAll()
                 queueNextInEngine()
                 saveState()
                 return
@@ -173,6 +194,7 @@ extension Daemon {
         guard let p = pendingNext, p.gapless, let i = queue.index(ofID: p.id), queue.entries[i].path == info.path else { return }
         pendingNext = nil
         queue.advance(to: i)
+        reportedSkips.removeAll()
         queueNextInEngine()
         queueChanged(save: true)
     }
@@ -203,6 +225,8 @@ extension Daemon {
     }
 
     private func reportSkipped(id: Int, path: String, _ error: Error) {
+        // Refused by setNext and then again by play: one report (see reportedSkips).
+        guard reportedSkips.insert(id).inserted else { return }
         let e = error as? StreamError
         let code = e?.code.name ?? "internal"
         let message = e?.message ?? "\(error)"

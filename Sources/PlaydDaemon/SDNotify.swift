@@ -26,4 +26,13 @@ public enum SDNotify {
             }
         }
     }
+
+    /// `WATCHDOG=1` when systemd asked for it (`WatchdogSec` sets `$WATCHDOG_USEC`, and
+    /// `$WATCHDOG_PID` when it names this process). Sent from the control loop's tick,
+    /// so it stops when that loop is wedged.
+    public static func watchdog() {
+        guard getenv("WATCHDOG_USEC") != nil else { return }
+        if let pid = getenv("WATCHDOG_PID"), let n = Int32(String(cString: pid)), n != getpid() { return }
+        send("WATCHDOG=1")
+    }
 }

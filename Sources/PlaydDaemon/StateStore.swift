@@ -85,38 +85,48 @@ enum StateStore {
     }
 
     /// nil when there is no state file; throws when it exists but is unreadable or corrupt.
+    /// Every number in it is range-checked before it becomes an integer: the file is
+    /// input like any other (a hand-edited `1e300` must not trap at start).
     static func load(from path: String) throws(Error) -> SavedState? {
-        guard access(path, F_OK) == 0 else { return nil }
-        guard let text = readFile(path) else { throw Error(message: "\(path): cannot read: \(String(cString: strerror(errno)))") }
+        let bytes: [UInt8]
+        do {
+            bytes = try LocalFile.read(path, limit: maxFileBytes, withinRoots: false)
+        } catch {
+            if error.code == .fileNotFound { return nil }
+            throw Error(message: "\(path): cannot read: \(error.message)")
+        }
         let j: JSON
-        do { j = try JSON.parse(text) } catch { throw Error(message: "\(path): corrupt state file: \(error)") }
-        guard let state = j["state"]?.stringValue, let pos = j["position_frames"]?.numberValue, pos >= 0 else {
-            throw Error(message: "\(path): corrupt state file: missing state or position_frames")
+        do { j = try JSON.parse(String(decoding: bytes, as: UTF8.self)) } catch { throw Error(message: "\(path): corrupt state file: \(error)") }
+        let frames = 0...FrameTime.maxFrames
+        guard let state = j["state"]?.stringValue, let pos = j["position_frames"]?.integer(in: frames) else {
+            throw Error(message: "\(path): corrupt state file: missing state or position_frames out of range")
         }
         var loop: LoopRegion?
-        if let l = j["loop"], let a = l["start_frames"]?.numberValue, let b = l["end_frames"]?.numberValue, a >= 0, a < b {
-            let count = l["count"]?.numberValue.flatMap { $0 >= 0 && $0 < 1e9 ? Int($0) : nil }
-            loop = LoopRegion(start: Int64(a), end: Int64(b), count: count, pingPong: l["ping_pong"]?.boolValue ?? false)
+        if let l = j["loop"], let a = l["start_frames"]?.integer(in: frames), let b = l["end_frames"]?.integer(in: frames), a < b {
+            let count = l["count"]?.integer(in: 0...999_999_999).map { Int($0) }
+            loop = LoopRegion(start: a, end: b, count: count, pingPong: l["ping_pong"]?.boolValue ?? false)
         }
         let direction = j["direction"]?.stringValue.flatMap(PlayDirection.init(rawValue:)) ?? .forward
         var queue = PlayQueue()
         if let q = j["queue"], let list = q["entries"]?.arrayValue {
             var entries: [PlayQueue.Entry] = []
+            var ids: Set<Int> = []
             for e in list {
-                guard let id = e["id"]?.numberValue, id >= 1, id < 1e12, let file = e["file"]?.stringValue,
-                      !entries.contains(where: { $0.id == Int(id) }) else {
+                guard let id = e["id"]?.integer(in: 1...999_999_999_999), let file = e["file"]?.stringValue,
+                      ids.insert(Int(id)).inserted else {
                     throw Error(message: "\(path): corrupt state file: a queue entry without id or file")
                 }
                 entries.append(PlayQueue.Entry(id: Int(id), path: file))
             }
-            queue = PlayQueue(entries: entries, current: q["current"]?.numberValue.map { Int($0) },
+            let current = q["current"]?.integer(in: 0...Int64(max(0, entries.count - 1))).map { Int($0) }
+            queue = PlayQueue(entries: entries, current: entries.isEmpty ? nil : current,
                               repeatMode: q["repeat"]?.stringValue.flatMap(PlayQueue.Repeat.init(rawValue:)) ?? .off,
                               shuffle: q["shuffle"]?.boolValue ?? false, consume: q["consume"]?.boolValue ?? false)
         }
-        return SavedState(file: j["file"]?.stringValue, positionFrames: Int64(pos),
-                          sampleRate: j["sample_rate"]?.numberValue.map { Int($0) }, state: state,
+        return SavedState(file: j["file"]?.stringValue, positionFrames: pos,
+                          sampleRate: j["sample_rate"]?.integer(in: 1...10_000_000).map { Int($0) }, state: state,
                           loop: loop, direction: direction,
-                          volume: Int(min(100, max(0, j["volume"]?.numberValue ?? 100))),
+                          volume: Int(j["volume"]?.integer(in: 0...100) ?? 100),
                           muted: j["muted"]?.boolValue ?? false, queue: queue,
                           disabledOutputs: j["disabled_outputs"]?.arrayValue?.compactMap(\.stringValue) ?? [])
     }

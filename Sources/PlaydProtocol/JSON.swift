@@ -34,6 +34,15 @@ public enum JSON: Equatable, Sendable {
     public var stringValue: String? { if case .string(let s) = self { return s }; return nil }
     public var numberValue: Double? { if case .number(let n) = self { return n }; return nil }
     public var boolValue: Bool? { if case .bool(let b) = self { return b }; return nil }
+    /// The number as an integer when it is a whole number inside `range`; nil for
+    /// anything else (a fraction, 1e300, a string). Every integer a client sends goes
+    /// through this: `Int(1e300)` would trap and take the daemon with it.
+    public func integer(in range: ClosedRange<Int64>) -> Int64? {
+        guard case .number(let n) = self, n.isFinite, n == n.rounded(),
+              n >= Double(range.lowerBound), n <= Double(range.upperBound),
+              let i = Int64(exactly: n), range.contains(i) else { return nil }
+        return i
+    }
     public var arrayValue: [JSON]? { if case .array(let a) = self { return a }; return nil }
     public var isNull: Bool { if case .null = self { return true }; return false }
 
@@ -161,12 +170,19 @@ public enum JSON: Equatable, Sendable {
         mutating func object(depth: Int) throws(ParseError) -> JSON {
             i += 1
             var members: [(String, JSON)] = []
+            // A key given twice is refused: `{"cmd":"status","cmd":"clear"}` would mean
+            // whatever the reader's lookup order makes it mean.
+            var keys: Set<String> = []
             skipSpace()
             if i < bytes.count && bytes[i] == UInt8(ascii: "}") { i += 1; return .object(members) }
             while true {
                 skipSpace()
                 guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
+                let keyOffset = i
                 let key = try string()
+                guard keys.insert(key).inserted else {
+                    throw ParseError(message: "duplicate key \"\(key)\"", offset: keyOffset)
+                }
                 skipSpace()
                 guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { throw fail("expected ':'") }
                 i += 1

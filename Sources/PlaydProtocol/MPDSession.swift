@@ -23,9 +23,23 @@ public final class MPDSession: LineSession {
     public static let subsystems: Set<String> = ["database", "update", "stored_playlist", "playlist", "player", "mixer",
                                                  "output", "options", "partition", "sticker", "subscription", "message"]
 
+    /// MPD's `max_command_list_size` default: 2048 KiB. A list that grows past it is
+    /// refused and the connection closed (MPD closes it too), so an unterminated
+    /// `command_list_begin` cannot grow memory without bound (it grew 396 MB in 8 s).
+    public static let defaultMaxCommandListBytes = 2048 * 1024
+    /// Commands of a list run per turn (``resume()``): between turns the server
+    /// serves other clients, so a 100,000-command list does not stall them all.
+    public static let commandsPerTurn = 64
+
     private let execute: Execute
     private let password: String?
+    private let maxCommandListBytes: Int
     private var authorized: Bool
+    /// Bytes in `list` so far.
+    private var listBytes = 0
+    /// A command list being run turn by turn: its lines, the next to run, its index
+    /// offset (always 0 here) and whether `list_OK` is wanted.
+    private var running: (lines: [String], next: Int, listOK: Bool)?
     /// Changes since the last `idle` answer.
     private var pending: Set<String> = []
     /// While idling: the subsystems waited for (empty: all).
@@ -34,70 +48,135 @@ public final class MPDSession: LineSession {
     private var list: [String]?
     private var listOK = false
 
-    public init(password: String?, execute: @escaping Execute) {
+    public init(password: String?, maxCommandListBytes: Int = MPDSession.defaultMaxCommandListBytes,
+                execute: @escaping Execute) {
         self.execute = execute
         self.password = password
+        self.maxCommandListBytes = maxCommandListBytes
         authorized = password == nil
     }
 
     public func greeting() -> String? { "OK MPD \(Self.protocolVersion)\n" }
 
+    /// While idling, the client waits for events: no idle timeout applies.
+    public var waitsForEvents: Bool { idling != nil }
+
+    /// One line, with every turn of a command list run at once (tests and the fuzzer).
     public func receive(_ bytes: [UInt8]) -> (reply: String, close: Bool) {
+        var out = handle(bytes)
+        var text = out.text
+        while out.more && !out.close {
+            out = resume()
+            text += out.text
+        }
+        return (text, out.close)
+    }
+
+    public func resume() -> SessionOutput {
+        guard var r = running else { return SessionOutput() }
+        var out = ""
+        let end = min(r.lines.count, r.next + Self.commandsPerTurn)
+        while r.next < end {
+            let i = r.next
+            r.next += 1
+            let line = r.lines[i]
+            let words: [String]
+            do { words = try Self.split(line) } catch { running = nil; return SessionOutput(out + ack(error, index: i, command: "")) }
+            guard let command = words.first else {
+                running = nil
+                return SessionOutput(out + ack(Failure(.unknown, "No command given"), index: i, command: ""))
+            }
+            if command == "idle" || command.hasPrefix("command_list") {
+                running = nil
+                return SessionOutput(out + ack(Failure(.notList, "\(command) not allowed in a command list"), index: i, command: command))
+            }
+            let wasAuthorized = authorized
+            switch run(words) {
+            case .success(let lines): out += lines + (r.listOK ? "list_OK\n" : "")
+            case .failure(let f):
+                running = nil
+                return SessionOutput(out + ack(f, index: i, command: command),
+                                     authFailed: command == "password" && !wasAuthorized && f.code == .password)
+            }
+        }
+        if r.next == r.lines.count {
+            running = nil
+            return SessionOutput(out + "OK\n")
+        }
+        running = r
+        return SessionOutput(out, more: true)
+    }
+
+    public func handle(_ bytes: [UInt8]) -> SessionOutput {
         var line = String(decoding: bytes, as: UTF8.self)
         if line.hasSuffix("\r") { line.removeLast() }
         if idling != nil {
             // During idle only `noidle` is allowed; anything else ends the connection.
-            guard line == "noidle" else { return ("", true) }
+            guard line == "noidle" else { return SessionOutput(close: true) }
             let changed = take(idling!)
             idling = nil
-            return (changed + "OK\n", false)
+            return SessionOutput(changed + "OK\n")
         }
-        if var l = list {
+        if let count = list?.count {
             if line == "command_list_end" {
+                running = (list!, 0, listOK)
                 list = nil
-                return (runList(l), false)
+                listBytes = 0
+                return resume()
             }
-            l.append(line)
-            list = l
-            return ("", false)
+            listBytes += bytes.count + 1
+            guard listBytes <= maxCommandListBytes else {
+                list = nil
+                listBytes = 0
+                return SessionOutput("ACK [\(Code.arg.rawValue)@\(count)] {} command list larger than max_command_list_size (\(maxCommandListBytes / 1024) KiB)\n",
+                                     close: true)
+            }
+            // Appended in place: a copy per line made a long list quadratic (a
+            // 100,000-command list took 88 s, all on the control thread).
+            list!.append(line)
+            return SessionOutput()
         }
         switch line {
         case "command_list_begin", "command_list_ok_begin":
             list = []
+            listBytes = 0
             listOK = line == "command_list_ok_begin"
-            return ("", false)
+            return SessionOutput()
         case "noidle":
-            return ("", false)  // not idling: no reply at all
+            return SessionOutput()  // not idling: no reply at all
         case "close":
-            return ("", true)
+            return SessionOutput(close: true)
         default:
             break
         }
         let words: [String]
         do { words = try Self.split(line) } catch {
-            return (ack(error, index: 0, command: ""), false)
+            return SessionOutput(ack(error, index: 0, command: ""))
         }
         guard let command = words.first else {
-            return (ack(Failure(.unknown, "No command given"), index: 0, command: ""), false)
+            return SessionOutput(ack(Failure(.unknown, "No command given"), index: 0, command: ""))
         }
         guard command.utf8.allSatisfy({ ($0 >= 97 && $0 <= 122) || $0 == 95 }) else {
-            return ("", true)  // MPD drops a connection whose line does not start with a command
+            return SessionOutput(close: true)  // MPD drops a connection whose line does not start with a command
         }
         if command == "idle" {
             var wanted = Set(words.dropFirst())
             if let bad = wanted.first(where: { !Self.subsystems.contains($0) }) {
-                return (ack(Failure(.arg, "Unrecognized idle event: \(bad)"), index: 0, command: "idle"), false)
+                return SessionOutput(ack(Failure(.arg, "Unrecognized idle event: \(bad)"), index: 0, command: "idle"))
             }
-            if !authorized { return (ack(Failure(.permission, "you don't have permission for \"idle\""), index: 0, command: "idle"), false) }
+            if !authorized { return SessionOutput(ack(Failure(.permission, "you don't have permission for \"idle\""), index: 0, command: "idle")) }
             if wanted.isEmpty { wanted = Self.subsystems }
             let ready = pending.intersection(wanted)
-            if !ready.isEmpty { return (take(wanted) + "OK\n", false) }
+            if !ready.isEmpty { return SessionOutput(take(wanted) + "OK\n") }
             idling = wanted
-            return ("", false)
+            return SessionOutput()
         }
+        let wasAuthorized = authorized
         switch run(words) {
-        case .success(let lines): return (lines + "OK\n", false)
-        case .failure(let f): return (ack(f, index: 0, command: command), false)
+        case .success(let lines): return SessionOutput(lines + "OK\n")
+        case .failure(let f):
+            return SessionOutput(ack(f, index: 0, command: command),
+                                 authFailed: command == "password" && !wasAuthorized && f.code == .password)
         }
     }
 
@@ -115,23 +194,6 @@ public final class MPDSession: LineSession {
         let ready = pending.intersection(wanted)
         pending.subtract(ready)
         return ready.sorted().map { "changed: \($0)\n" }.joined()
-    }
-
-    private func runList(_ lines: [String]) -> String {
-        var out = ""
-        for (i, line) in lines.enumerated() {
-            let words: [String]
-            do { words = try Self.split(line) } catch { return out + ack(error, index: i, command: "") }
-            guard let command = words.first else { return out + ack(Failure(.unknown, "No command given"), index: i, command: "") }
-            if command == "idle" || command.hasPrefix("command_list") {
-                return out + ack(Failure(.notList, "\(command) not allowed in a command list"), index: i, command: command)
-            }
-            switch run(words) {
-            case .success(let lines): out += lines + (listOK ? "list_OK\n" : "")
-            case .failure(let f): return out + ack(f, index: i, command: command)
-            }
-        }
-        return out + "OK\n"
     }
 
     private func run(_ words: [String]) -> Result<String, Failure> {
@@ -191,12 +253,37 @@ public final class MPDSession: LineSession {
     }
 }
 
+/// What a session gives the server after a line or a turn.
+public struct SessionOutput: Equatable, Sendable {
+    /// Bytes to send (whole lines).
+    public var text: String
+    /// Close the connection once `text` is sent.
+    public var close: Bool
+    /// More work is pending: the server calls ``LineSession/resume()`` on a later turn,
+    /// after serving the other clients, and reads no new line from this one meanwhile.
+    public var more: Bool
+    /// The line was a wrong password: the server holds this connection back for a
+    /// while before its next line and counts the failure against the peer.
+    public var authFailed: Bool
+
+    public init(_ text: String = "", close: Bool = false, more: Bool = false, authFailed: Bool = false) {
+        self.text = text
+        self.close = close
+        self.more = more
+        self.authFailed = authFailed
+    }
+}
+
 /// A connection's protocol, for listeners other than the JSON one (see ``ControlServer``).
 public protocol LineSession: AnyObject {
     /// Sent on connect.
     func greeting() -> String?
-    /// One line in (no newline); text to send, and whether to close after it.
-    func receive(_ line: [UInt8]) -> (reply: String, close: Bool)
+    /// One line in (no newline).
+    func handle(_ line: [UInt8]) -> SessionOutput
+    /// The next turn of work a previous output said was pending (`more`).
+    func resume() -> SessionOutput
     /// Something changed; text to send now (completes an MPD `idle`).
     func notify(_ changes: Set<String>) -> String
+    /// The client is waiting for events (MPD `idle`): the idle timeout does not apply.
+    var waitsForEvents: Bool { get }
 }

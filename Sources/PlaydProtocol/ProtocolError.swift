@@ -21,6 +21,12 @@ public enum ProtocolErrorCode: String, CaseIterable, Sendable {
     /// The connecting process's user and groups are not in `control.allowed_users` /
     /// `control.allowed_groups`; the connection is closed after this line.
     case notAllowed = "not_allowed"
+    /// A connection limit (`limits.max_connections`, `limits.max_connections_per_user`)
+    /// or the process's file descriptors are used up; the connection is closed after
+    /// this line.
+    case tooManyConnections = "too_many_connections"
+    /// A playlist, folder or queue over its size limit (`limits.*`); nothing was added.
+    case tooLarge = "too_large"
     /// Anything unexpected; the message says what.
     case `internal` = "internal"
 }

@@ -135,11 +135,9 @@ extension Playd {
     }
 
     static func bootstrapLogging(_ level: Logger.Level) {
-        LoggingSystem.bootstrap { label in
-            var h = StreamLogHandler.standardError(label: label)
-            h.logLevel = level
-            return h
-        }
+        LogLevelSwitch.set(level)
+        // The level lives in LogLevelSwitch, so a reload (SIGHUP) changes it everywhere.
+        LoggingSystem.bootstrap { label in SwitchedLogHandler(StreamLogHandler.standardError(label: label)) }
     }
 
     /// Daemon mode: config, flags over config, then serve until SIGTERM.
@@ -165,6 +163,17 @@ extension Playd {
             SDNotify.send("STATUS=failed to start: \(message)")
             logger.critical("cannot start", metadata: ["error": "\(message)"])
             throw ExitCode(1)
+        }
+        // SIGHUP reads the same file again, with the same flags over it.
+        let flags = self
+        daemon.reloadConfig = {
+            var (c, _) = try DaemonConfig.load(path: path)
+            if let s = flags.socket { c.socketPath = s }
+            if let o = flags.output { c.outputDevice = o }
+            if let b = flags.bufferTime { c.bufferTime = b }
+            if let p = flags.periodTime { c.periodTime = p }
+            if let l = flags.logLevel { c.logLevel = l }
+            return c
         }
         daemon.run()
     }

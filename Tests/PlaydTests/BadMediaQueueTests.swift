@@ -40,7 +40,9 @@ struct BadMediaQueueTests {
         var cases = try BadMediaCorpus.make(in: corpusDir, fixtures: Fixtures.all, seeds: sanitized ? 3 : 12).map {
             Case(path: $0.path, what: "\($0.fixture) \($0.damage)", expectedCode: nil)
         }
-        for c in try BadMedia.make(in: corpusDir + "/special") where c.name != "nonexistent path" && c.name != "a directory" {
+        // A FIFO is refused when it is added (HostileInputTests), so it never reaches the queue.
+        for c in try BadMedia.make(in: corpusDir + "/special")
+        where c.name != "nonexistent path" && c.name != "a directory" && c.expectedCode != "not_regular_file" {
             cases.append(Case(path: c.path, what: c.name, expectedCode: c.expectedCode))
         }
         // Three that go bad after they were queued: deleted, replaced by a folder, and

@@ -55,7 +55,10 @@ struct LoadTests {
     @Test func twoHundredClientsDoNotDisturbPlaybackOrEachOther() throws {
         let seconds = Int(ProcessInfo.processInfo.environment["PLAYD_LOAD_SECONDS"] ?? "") ?? 120
         let pulse = ProcessInfo.processInfo.environment["PULSE_SERVER"] != nil
-        let d = try DaemonHarness(output: pulse ? "alsa:pulse" : "null")
+        // 200 connections from one user: above the default per-listener (100) and
+        // per-user (50) limits, which this test is not about.
+        let d = try DaemonHarness(extraConfig: "[limits]\nmax_connections = 300\nmax_connections_per_user = 300",
+                                  output: pulse ? "alsa:pulse" : "null")
         let track = d.dir + "/long.flac"
         try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:duration=\(seconds + 60)", "-ac", "2", track])
         try d.start()

@@ -84,23 +84,12 @@ public final class AudioDecoder {
     public init(path: String, outputFormat requested: PCMFormat? = nil, threads: Int = 1) throws(StreamError) {
         self.threads = threads
         _ = FFmpegCall.quietLogging
-        try FileCheck.validate(path)
-
-        var ctx: UnsafeMutablePointer<AVFormatContext>?
-        var ret = avformat_open_input(&ctx, path, nil, nil)
-        guard ret >= 0, let fmt = ctx else {
-            // The file was readable a moment ago (FileCheck): an open failure other than
-            // an I/O-class error means no demuxer made sense of the bytes.
-            if [EIO, EACCES, ENOMEM, EMFILE, ENFILE].map({ cffmpeg_averror($0) }).contains(ret) {
-                throw FFmpegCall.error(.ioError, file: path, call: "avformat_open_input", ret)
-            }
-            throw StreamError(.notAudio, "\(path): not an audio file FFmpeg can read (avformat_open_input() failed: \(FFmpegCall.describe(ret)))")
-        }
+        let fmt = try MediaInput.open(path)
         // From here on, `fmt` is closed by the failure path or by deinit.
         var opened = false
-        defer { if !opened { var c: UnsafeMutablePointer<AVFormatContext>? = fmt; avformat_close_input(&c) } }
+        defer { if !opened { var c: UnsafeMutablePointer<AVFormatContext>? = fmt; MediaInput.close(&c) } }
 
-        ret = avformat_find_stream_info(fmt, nil)
+        var ret = avformat_find_stream_info(fmt, nil)
         if ret < 0 {
             throw StreamError(.corrupt, "\(path): avformat_find_stream_info() failed: \(FFmpegCall.describe(ret))")
         }
@@ -240,7 +229,7 @@ public final class AudioDecoder {
         var cc = codecContext
         avcodec_free_context(&cc)
         var fc = formatContext
-        avformat_close_input(&fc)
+        MediaInput.close(&fc)
         inputPlanes.deallocate()
     }
 
@@ -388,7 +377,10 @@ public final class AudioDecoder {
                 let ts = frame.pointee.best_effort_timestamp
                 let index: Int64
                 if ts != FFmpegCall.noPTS {
-                    index = indexForTimestamp(ts)
+                    // A timestamp whose frame index does not fit (a hostile header or
+                    // packet) cannot be placed: counted and skipped like a bad packet.
+                    guard let i = indexForTimestamp(ts) else { corruptPackets += 1; continue }
+                    index = i
                 } else if let hint = nextIndexHint {
                     index = hint
                 } else {
@@ -426,7 +418,8 @@ public final class AudioDecoder {
             if packet.pointee.stream_index != streamIndex { continue }
             if packet.pointee.pts != FFmpegCall.noPTS {
                 if firstPacketPTS == nil { firstPacketPTS = packet.pointee.pts }
-                lastPacketEnd = packet.pointee.pts + packet.pointee.duration
+                let (end, overflow) = packet.pointee.pts.addingReportingOverflow(max(0, packet.pointee.duration))
+                lastPacketEnd = overflow ? packet.pointee.pts : end
             }
             if av_packet_get_side_data(packet, AV_PKT_DATA_ENCRYPTION_INFO, nil) != nil {
                 throw StreamError(.encrypted, "\(info.path): the audio is encrypted (DRM/CENC) and cannot be decoded")
@@ -448,15 +441,29 @@ public final class AudioDecoder {
     }
 
     /// Source frame index of a stream timestamp, relative to frame 0.
+    /// nil when it does not fit in ±``FrameTime/maxFrames``: timestamps, time bases and
+    /// rates come from the file, and a hostile one must not make the arithmetic trap.
     @inline(__always)
-    private func indexForTimestamp(_ ts: Int64) -> Int64 {
-        FrameTime.rescale(ts - originPTS, timeBase.num64 * Int64(rate), timeBase.den64)
+    private func indexForTimestamp(_ ts: Int64) -> Int64? {
+        let (delta, overflow) = ts.subtractingReportingOverflow(originPTS)
+        guard !overflow, let i = FrameTime.checkedRescale(delta, timeBase.num64 * Int64(rate), timeBase.den64),
+              abs(i) <= FrameTime.maxFrames else { return nil }
+        return i
     }
 
-    /// Stream timestamp of a source frame index.
+    /// Stream timestamp of a source frame index (≥ 0); throws for a time base under
+    /// which it does not fit.
     @inline(__always)
-    private func timestampForIndex(_ index: Int64) -> Int64 {
-        originPTS + FrameTime.rescaleFloor(index, timeBase.den64, timeBase.num64 * Int64(rate))
+    private func timestampForIndex(_ index: Int64) throws(StreamError) -> Int64 {
+        let scale = timeBase.num64 * Int64(rate)
+        guard scale > 0, index >= 0 else { throw StreamError(.corrupt, "\(info.path): time base \(timeBase.num)/\(timeBase.den) is unusable") }
+        let product = index.magnitude.multipliedFullWidth(by: UInt64(timeBase.den64))
+        guard product.high < UInt64(scale) else {
+            throw StreamError(.corrupt, "\(info.path): frame \(index) has no timestamp under time base \(timeBase.num)/\(timeBase.den)")
+        }
+        let (offset, overflow) = originPTS.addingReportingOverflow(FrameTime.rescaleFloor(index, timeBase.den64, scale))
+        guard !overflow else { throw StreamError(.corrupt, "\(info.path): timestamps out of range") }
+        return offset
     }
 
     // MARK: - Output format
@@ -577,9 +584,9 @@ public final class AudioDecoder {
     /// media with an audio stream.
     public static func probe(path: String) -> ProbedTrack? {
         _ = FFmpegCall.quietLogging
-        var ctx: UnsafeMutablePointer<AVFormatContext>?
-        guard avformat_open_input(&ctx, path, nil, nil) >= 0, let fmt = ctx else { return nil }
-        defer { avformat_close_input(&ctx) }
+        guard let fmt = try? MediaInput.open(path) else { return nil }
+        var ctx: UnsafeMutablePointer<AVFormatContext>? = fmt
+        defer { MediaInput.close(&ctx) }
         guard avformat_find_stream_info(fmt, nil) >= 0 else { return nil }
         let index = av_find_best_stream(fmt, AVMEDIA_TYPE_AUDIO, -1, -1, nil, 0)
         guard index >= 0 else { return nil }
@@ -600,11 +607,9 @@ public final class AudioDecoder {
     /// The cover art with its pixel size (a muxer that embeds it needs the size).
     static func coverPicture(path: String) throws(StreamError) -> (mime: String, bytes: [UInt8], width: Int32, height: Int32)? {
         _ = FFmpegCall.quietLogging
-        try FileCheck.validate(path)
-        var ctx: UnsafeMutablePointer<AVFormatContext>?
-        let ret = avformat_open_input(&ctx, path, nil, nil)
-        guard ret >= 0, let fmt = ctx else { throw FFmpegCall.error(.notAudio, file: path, call: "avformat_open_input", ret) }
-        defer { avformat_close_input(&ctx) }
+        let fmt = try MediaInput.open(path)
+        var ctx: UnsafeMutablePointer<AVFormatContext>? = fmt
+        defer { MediaInput.close(&ctx) }
         guard let (st, art) = findCover(fmt) else { return nil }
         let pkt = st.pointee.attached_pic
         return (art.mime, Array(UnsafeBufferPointer(start: pkt.data, count: Int(pkt.size))),
@@ -669,7 +674,7 @@ public final class AudioDecoder {
         while true {
             attempts += 1
             let seekFrame = max(0, target - preroll)
-            let ts = timestampForIndex(seekFrame)
+            let ts = try timestampForIndex(seekFrame)
             var ret: Int32 = 0
             if seekFrame == 0 {
                 // From the very start, read the file afresh rather than seek: after an Ogg
@@ -751,18 +756,16 @@ public final class AudioDecoder {
     /// Opens the file and the codec again, so decoding restarts exactly as the straight
     /// decode from the first packet.
     private func restartFromBeginning() throws(StreamError) {
-        var ctx: UnsafeMutablePointer<AVFormatContext>?
-        var ret = avformat_open_input(&ctx, info.path, nil, nil)
-        guard ret >= 0, let fmt = ctx else {
-            throw FFmpegCall.error(.ioError, file: info.path, call: "avformat_open_input", ret)
-        }
-        ret = avformat_find_stream_info(fmt, nil)
+        // The same checks as the first open: the name may lead elsewhere by now.
+        let fmt = try MediaInput.open(info.path)
+        var ctx: UnsafeMutablePointer<AVFormatContext>? = fmt
+        let ret = avformat_find_stream_info(fmt, nil)
         guard ret >= 0, Int(streamIndex) < Int(fmt.pointee.nb_streams) else {
-            avformat_close_input(&ctx)
+            MediaInput.close(&ctx)
             throw FFmpegCall.error(.ioError, file: info.path, call: "avformat_find_stream_info", min(ret, -1))
         }
         var old = formatContext
-        avformat_close_input(&old)
+        MediaInput.close(&old)
         formatContext = fmt
         stream = fmt.pointee.streams[Int(streamIndex)]!
         try reopenCodec()
@@ -789,8 +792,9 @@ public final class AudioDecoder {
         let estimated = fmt.pointee.duration_estimation_method == AVFMT_DURATION_FROM_BITRATE
         let streamDuration = stream.pointee.duration
         if estimated || streamDuration == FFmpegCall.noPTS || streamDuration <= 0 {
-            if fmt.pointee.duration > 0 {
-                let frames = FrameTime.rescale(fmt.pointee.duration, Int64(rate), Int64(AV_TIME_BASE))
+            if fmt.pointee.duration > 0,
+               let frames = FrameTime.checkedRescale(fmt.pointee.duration, Int64(rate), Int64(AV_TIME_BASE)),
+               frames <= FrameTime.maxFrames {
                 return (frames, true)
             }
             return (nil, true)
@@ -799,13 +803,17 @@ public final class AudioDecoder {
         // (after the encoder delay), so the real audio ends at most at `start + duration`.
         let streamStart = stream.pointee.start_time != FFmpegCall.noPTS ? stream.pointee.start_time : originPTS
         let startTS = firstPacketPTS ?? streamStart
-        let declaredEndTS = startTS + streamDuration
-        let clamp = indexForTimestamp(max(streamStart, startTS) + streamDuration)
+        // Header values: checked, so a hostile duration is an error and not a trap.
+        let (declaredEndTS, o1) = startTS.addingReportingOverflow(streamDuration)
+        let (clampTS, o2) = max(streamStart, startTS).addingReportingOverflow(streamDuration)
+        guard !o1, !o2, let clamp = indexForTimestamp(clampTS), clamp >= 0 else {
+            throw StreamError(.corrupt, "\(info.path): the container declares a duration out of range (\(streamDuration) in \(timeBase.num)/\(timeBase.den))")
+        }
 
         // Decode the tail once.
         let tail = Int64(rate) * 2 + basePreroll
         let probeFrom = max(0, clamp - tail)
-        var ts0 = timestampForIndex(probeFrom)
+        var ts0 = try timestampForIndex(probeFrom)
         if probeFrom == 0 { ts0 = min(originPTS, startTS) }
         guard avformat_seek_file(fmt, streamIndex, Int64.min, ts0, ts0, 0) >= 0 else {
             endLimit = clamp
@@ -821,7 +829,7 @@ public final class AudioDecoder {
         }
         let packetTolerance = max(Int64(timeBase.den) / Int64(max(timeBase.num, 1)) / 10, 1)  // 0.1 s in stream units
         if let end = lastPacketEnd, end < declaredEndTS - packetTolerance {
-            let have = FrameTime.seconds(max(0, indexForTimestamp(end)), rate: rate)
+            let have = FrameTime.seconds(max(0, indexForTimestamp(end) ?? 0), rate: rate)
             let want = FrameTime.seconds(clamp, rate: rate)
             throw StreamError(.truncated, "\(info.path): truncated: the container declares \(formatSeconds(want)) s of audio but the data ends at \(formatSeconds(have)) s")
         }

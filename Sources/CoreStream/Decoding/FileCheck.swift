@@ -2,43 +2,14 @@
 import Glibc
 #endif
 
-/// Checks made before FFmpeg sees a file, so each failure has its own error code
-/// and a message naming the file.
+/// Checks FFmpeg does not make. (Which files are opened at all: ``LocalFile`` and
+/// ``MediaInput``.)
 enum FileCheck {
-    /// Throws `fileNotFound`, `isDirectory`, `permissionDenied`, `emptyFile`, or
-    /// `notAudio` for something that is not a regular file.
-    static func validate(_ path: String) throws(StreamError) {
-        guard !path.isEmpty else { throw StreamError(.invalidArgument, "empty path") }
-        var st = stat()
-        if stat(path, &st) != 0 {
-            let e = errno
-            switch e {
-            case ENOENT, ENOTDIR: throw StreamError(.fileNotFound, "\(path): no such file")
-            case EACCES: throw StreamError(.permissionDenied, "\(path): permission denied (stat)")
-            case ENAMETOOLONG: throw StreamError(.invalidArgument, "\(path): path too long")
-            case ELOOP: throw StreamError(.invalidArgument, "\(path): too many levels of symbolic links")
-            default: throw StreamError(.ioError, "\(path): stat() failed: \(String(cString: strerror(e)))")
-            }
-        }
-        let type = st.st_mode & S_IFMT
-        if type == S_IFDIR { throw StreamError(.isDirectory, "\(path): is a directory, not a file") }
-        if type != S_IFREG { throw StreamError(.notAudio, "\(path): not a regular file (a FIFO, socket or device)") }
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        if fd < 0 {
-            let e = errno
-            if e == EACCES || e == EPERM { throw StreamError(.permissionDenied, "\(path): permission denied (cannot open for reading)") }
-            throw StreamError(.ioError, "\(path): open() failed: \(String(cString: strerror(e)))")
-        }
-        close(fd)
-        if st.st_size == 0 { throw StreamError(.emptyFile, "\(path): file is empty (0 bytes)") }
-    }
-
     /// FFmpeg's WAV demuxer quietly clips a data chunk that runs past the end of the
     /// file, so a truncated WAV is found by comparing the RIFF header with the file size.
     static func checkRIFFLength(_ path: String, container: String) throws(StreamError) {
         guard container == "wav" || container == "w64" else { return }
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return }
+        guard let (fd, _) = try? LocalFile.openRegular(path) else { return }
         defer { close(fd) }
         var st = stat()
         guard fstat(fd, &st) == 0 else { return }

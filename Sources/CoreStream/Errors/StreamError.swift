@@ -24,6 +24,9 @@ public struct StreamError: Error, Sendable, CustomStringConvertible {
             case outputUnavailable = "output_unavailable"
             case outputFailed = "output_failed"
             case ioError = "io_error"
+            case outsideRoots = "outside_library"
+            case notRegularFile = "not_regular_file"
+            case tooLarge = "too_large"
             case internalError = "internal"
         }
         private let value: Value
@@ -60,6 +63,13 @@ public struct StreamError: Error, Sendable, CustomStringConvertible {
         public static let outputUnavailable = Code(.outputUnavailable)
         /// An open output failed while playing (device lost, write error).
         public static let outputFailed = Code(.outputFailed)
+        /// The path resolves outside the music roots (said the same way whether or not
+        /// it exists there).
+        public static let outsideRoots = Code(.outsideRoots)
+        /// A FIFO, socket or device where a file was expected: never opened for reading.
+        public static let notRegularFile = Code(.notRegularFile)
+        /// A file, list or request over its size limit.
+        public static let tooLarge = Code(.tooLarge)
         /// A read or write failed at the operating-system level.
         public static let ioError = Code(.ioError)
         /// A bug or an unexpected library state.

@@ -135,9 +135,19 @@ public final class Exporter {
         guard access(dir.isEmpty ? "/" : dir, W_OK) == 0 else {
             throw StreamError(.permissionDenied, "export: \(dir): cannot write there")
         }
-        if access(o.output, F_OK) == 0 && !o.force {
-            throw StreamError(.invalidArgument, "export: \(o.output) exists (use --force to replace it)")
+        try Self.checkReplaceable(o.output, force: o.force)
+    }
+
+    /// An existing output is replaced only with `--force`, and only when it is a regular
+    /// file: never a device node, a FIFO, a folder or a symlink (lstat: a dangling
+    /// link's target would be created).
+    static func checkReplaceable(_ output: String, force: Bool) throws(StreamError) {
+        var st = stat()
+        guard lstat(output, &st) == 0 else { return }
+        guard (st.st_mode & S_IFMT) == S_IFREG else {
+            throw StreamError(.notRegularFile, "export: \(output) exists and is not a regular file (a link, device, FIFO or folder); it is never replaced")
         }
+        if !force { throw StreamError(.invalidArgument, "export: \(output) exists (use --force to replace it)") }
     }
 
     /// Runs the export. `progress` is called a few times a second; `cancelled` is
@@ -178,6 +188,8 @@ public final class Exporter {
         try encoder.finish()
         progress(Progress(frames: written, totalFrames: total, elapsed: Double(monotonicNanoseconds() - start) / 1e9,
                           rate: outFormat.sampleRate))
+        // Checked again: something may have been put there while the export ran.
+        try Self.checkReplaceable(options.output, force: true)
         guard rename(tmp, options.output) == 0 else {
             throw StreamError(.ioError, "export: rename(\(tmp), \(options.output)) failed: \(String(cString: strerror(errno)))")
         }

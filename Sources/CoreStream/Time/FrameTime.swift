@@ -56,9 +56,44 @@ public enum FrameTime {
         return Double(whole) + Double(rest) / Double(rate)
     }
 
-    /// The frame at `seconds`, rounded to nearest.
+    /// The frame at `seconds`, rounded to nearest. For values the program computed
+    /// itself; anything from outside goes through ``checkedFrames(seconds:rate:)``.
     public static func frames(seconds: Double, rate: Int) -> Int64 {
         precondition(seconds.isFinite, "seconds must be finite")
         return Int64((seconds * Double(rate)).rounded())
+    }
+
+    /// The largest frame count taken from outside (a client, a file, a header):
+    /// 2^53, where a `Double` still holds every integer — 6,500 years at 44.1 kHz.
+    /// Keeping every position below it means `position + position` never overflows.
+    public static let maxFrames: Int64 = 1 << 53
+
+    /// The frame at `seconds`, or nil when `seconds` is NaN, infinite, or so large
+    /// that the frame count leaves ±``maxFrames`` (`seek 1e300` must be an error, not
+    /// a trap: `Int64(Double)` traps out of range).
+    ///
+    /// Thread: any. Real-time safe: yes.
+    public static func checkedFrames(seconds: Double, rate: Int) -> Int64? {
+        guard seconds.isFinite, rate > 0 else { return nil }
+        let f = (seconds * Double(rate)).rounded()
+        guard f.isFinite, abs(f) <= Double(maxFrames) else { return nil }
+        return Int64(f)
+    }
+
+    /// `value × numerator / denominator` rounded to nearest, or nil when the ratio is not
+    /// positive or the result does not fit in an `Int64`: for timestamps and durations
+    /// read from a media file's headers, which can hold anything.
+    ///
+    /// Thread: any. Real-time safe: yes.
+    @inlinable
+    public static func checkedRescale(_ value: Int64, _ numerator: Int64, _ denominator: Int64) -> Int64? {
+        guard denominator > 0, numerator >= 0 else { return nil }
+        let product = value.magnitude.multipliedFullWidth(by: UInt64(numerator))
+        let (low, carry) = product.low.addingReportingOverflow(UInt64(denominator) / 2)
+        let high = product.high &+ (carry ? 1 : 0)
+        guard high < UInt64(denominator) else { return nil }
+        let (q, _) = UInt64(denominator).dividingFullWidth((high: high, low: low))
+        guard q <= UInt64(Int64.max) else { return nil }
+        return value < 0 ? -Int64(q) : Int64(q)
     }
 }

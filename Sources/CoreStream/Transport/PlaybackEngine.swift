@@ -230,7 +230,10 @@ public final class PlaybackEngine: @unchecked Sendable {
             throw StreamError(.invalidArgument, "\(path): start position \(seconds) s is not a time")
         }
         let decoder = try AudioDecoder(path: path)
-        try play(decoder, from: FrameTime.frames(seconds: seconds, rate: decoder.info.sampleRate), paused: paused)
+        guard let start = FrameTime.checkedFrames(seconds: seconds, rate: decoder.info.sampleRate) else {
+            throw StreamError(.invalidArgument, "\(path): start position \(seconds) s is out of range")
+        }
+        try play(decoder, from: start, paused: paused)
     }
 
     private func play(_ decoder: AudioDecoder, from requested: Int64?, paused: Bool) throws(StreamError) {

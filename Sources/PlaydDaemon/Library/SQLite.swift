@@ -1,4 +1,7 @@
 import CSQLite
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A thin wrapper over SQLite's C API: one connection, prepared statements, typed
 /// errors naming the call. Not thread-safe: each connection belongs to one thread
@@ -17,7 +20,12 @@ final class SQLiteDatabase {
     init(path: String) throws(Error) {
         self.path = path
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        // 0600, like the state file: the index lists what the user has and where.
+        // (SQLite creates with 0644 less the umask; its -wal/-shm files copy the mode.)
+        let old = umask(0o077)
         let rc = sqlite3_open_v2(path, &handle, flags, nil)
+        umask(old)
+        chmod(path, 0o600)
         guard rc == SQLITE_OK else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             sqlite3_close(handle)
