@@ -74,6 +74,8 @@ public final class ControlServer: @unchecked Sendable {
     public let refusedByLimits = Atomic<Int>(0)
     /// Connections closed by the idle timeout.
     public let timedOutClients = Atomic<Int>(0)
+    /// Connections open now. Written by the control thread, read by any.
+    public let connectedClients = Atomic<Int>(0)
     /// Called about every `tickMillis` on the control thread (periodic state save, ticks).
     private let onTick: () -> Void
     private let tickMillis: Int32
@@ -334,10 +336,6 @@ public final class ControlServer: @unchecked Sendable {
                     for c in clients.values where c.subscribed { enqueue(c, line) }
                 }
             }
-            if fds[0].revents & Int16(POLLIN) != 0 { acceptClients(listenFD, "control", nil, tcp: false) }
-            for (i, l) in extraListeners.enumerated() where fds[1 + i].revents & Int16(POLLIN) != 0 {
-                acceptClients(l.fd, l.path == nil ? "mpd-tcp" : "mpd", l.factory, tcp: l.path == nil)
-            }
             let t0 = monotonicNanoseconds()
             for (i, fd) in order.enumerated() {
                 guard let c = clients[fd] else { continue }
@@ -350,6 +348,12 @@ public final class ControlServer: @unchecked Sendable {
                 }
                 if re & Int16(POLLOUT) != 0 || c.pending > 0 { flush(c) }
                 if c.closing && c.pending == 0 { drop(c) }
+            }
+            // After the clients: connections that hung up this turn no longer count
+            // against the limits of the ones arriving.
+            if fds[0].revents & Int16(POLLIN) != 0 { acceptClients(listenFD, "control", nil, tcp: false) }
+            for (i, l) in extraListeners.enumerated() where fds[1 + i].revents & Int16(POLLIN) != 0 {
+                acceptClients(l.fd, l.path == nil ? "mpd-tcp" : "mpd", l.factory, tcp: l.path == nil)
             }
             let t = monotonicNanoseconds()
             expireIdle(t)
@@ -427,6 +431,7 @@ public final class ControlServer: @unchecked Sendable {
             // A peer that has been guessing passwords waits before its first line too.
             if let f = peerAuthFailures[peerKey] { c.holdUntil = monotonicNanoseconds() + Self.authHold(f.count) }
             clients[fd] = c
+            connectedClients.store(clients.count, ordering: .relaxed)
             if let hello = c.session?.greeting() { enqueueRaw(c, hello) }
         }
     }
@@ -644,6 +649,7 @@ public final class ControlServer: @unchecked Sendable {
     private func drop(_ c: ClientContext) {
         close(c.fd)
         clients[c.fd] = nil
+        connectedClients.store(clients.count, ordering: .relaxed)
     }
 }
 

@@ -646,6 +646,9 @@ public final class Daemon: @unchecked Sendable {
               ("corrupt_packets", .int(s.corruptPackets)),
               ("clients_dropped", .int(server?.droppedSlowClients.load(ordering: .relaxed) ?? 0)),
               ("clients_refused", .int(server?.refusedClients.load(ordering: .relaxed) ?? 0)),
+              ("clients_connected", .int(server?.connectedClients.load(ordering: .relaxed) ?? 0)),
+              ("clients_over_limits", .int(server?.refusedByLimits.load(ordering: .relaxed) ?? 0)),
+              ("clients_timed_out", .int(server?.timedOutClients.load(ordering: .relaxed) ?? 0)),
               ("output_error", outputErrorJSON())]
         if let ns = s.lastStartLatencyNanoseconds {
             // From the last play/seek request to its first frame written to the output.

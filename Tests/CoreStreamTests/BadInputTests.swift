@@ -21,6 +21,43 @@ struct BadInputTests {
         }
     }
 
+    /// Ogg files whose last page declares a granule position near Int64.max (CRC
+    /// recomputed, so the demuxer believes it): the duration and timestamps from it do
+    /// not fit in a frame count. Opening, decoding and seeking must give a typed error
+    /// or play, never trap (a trap ends this test process).
+    @Test(arguments: ["vorbis-44100-2.ogg", "opus-48000-1.opus"], [Int64.max - 1, Int64.max / 2, 1 << 62])
+    func hostileGranulePositionsNeverTrap(_ name: String, _ granule: Int64) throws {
+        let path = NSTemporaryDirectory() + "playd-granule-\(getpid())-\(granule)-\(name)"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let script = """
+        import struct, sys
+        data = bytearray(open(sys.argv[1], 'rb').read())
+        def crc(page):
+            r = 0
+            for b in page:
+                r ^= b << 24
+                for _ in range(8):
+                    r = ((r << 1) ^ 0x04C11DB7) & 0xFFFFFFFF if r & 0x80000000 else (r << 1) & 0xFFFFFFFF
+            return r
+        last = data.rfind(b'OggS')
+        nseg = data[last + 26]
+        size = 27 + nseg + sum(data[last + 27:last + 27 + nseg])
+        struct.pack_into('<q', data, last + 6, int(sys.argv[3]))
+        struct.pack_into('<I', data, last + 22, 0)
+        struct.pack_into('<I', data, last + 22, crc(bytes(data[last:last + size])))
+        open(sys.argv[2], 'wb').write(data)
+        """
+        let r = try Shell.run(["python3", "-c", script, Fixtures.named(name).path, path, "\(granule)"])
+        try #require(r.status == 0, "\(r.stderr)")
+        do {
+            let d = try AudioDecoder(path: path)
+            _ = try Reference.drain(d)
+            try d.seek(to: 1000)
+        } catch let e as StreamError {
+            #expect(e.message.contains(path), "a typed error naming the file: \(e)")
+        }
+    }
+
     @Test func corruptPacketsMidFileAreSkippedAndCounted() throws {
         // Flip bytes in the middle of an MP3: it still plays to the end, counting bad packets.
         let source = Fixtures.named("mp3cbr-44100-2.mp3")

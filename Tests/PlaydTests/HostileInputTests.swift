@@ -51,6 +51,7 @@ struct HostileInputTests {
         #expect(d.process?.isRunning == true, "one line must never kill the daemon")
         let status = try #require(d.request("status"))
         #expect(status["ok"] == .bool(true))
+        #expect(status["underruns"] == .int(0), "playback went on undisturbed (paced null output)")
         // -0 and 1e-300 are valid (index 0): `remove` may take an entry. Nothing else does.
         if !["-0", "1e-300"].contains(value) { #expect(status["queue"]?["length"] == .int(2), "nothing was lost") }
     }
@@ -77,7 +78,7 @@ struct HostileInputTests {
             #expect(last == "OK" || last.hasPrefix("ACK ["), "\(command) \(v.prefix(20)) → '\(last)': the daemon died")
         }
         #expect(d.process?.isRunning == true)
-        #expect(d.request("status")?["ok"] == .bool(true))
+        #expect(d.request("status")?["underruns"] == .int(0), "playback went on undisturbed (paced null output)")
     }
 
     /// The same through python-mpd2, which is how Home Assistant talks: each bad value
@@ -223,15 +224,21 @@ struct HostileInputTests {
     @Test func connectionLimitsRefuseWithAReasonAndNeverSpin() throws {
         let d = try DaemonHarness(extraConfig: "[limits]\nmax_connections = 8\nmax_connections_per_user = 6", output: "null")
         try d.start()
-        var held: [LineClient] = []
-        for _ in 0..<6 { held.append(try LineClient(path: d.socket)) }
-        #expect(held[5].request(.obj(("cmd", .string("ping"))))?["ok"] == .bool(true))
+        // The first connection watches the count until the start-up ping's connection
+        // is gone, so every place is known.
+        var held: [LineClient] = [try LineClient(path: d.socket)]
+        #expect(d.waitFor { held[0].request(.obj(("cmd", .string("status"))))?["clients_connected"] == .int(1) })
+        for _ in 1..<6 {
+            held.append(try LineClient(path: d.socket))
+            #expect(held.last!.request(.obj(("cmd", .string("ping"))))?["ok"] == .bool(true))
+        }
         // The 7th from this user: refused, with a reason.
         let extra = try LineClient(path: d.socket)
         let line = try #require(extra.readLine(timeoutMillis: 10_000))
         #expect(try JSON.parse(line)["error"]?["code"] == .string("too_many_connections"), "\(line)")
         #expect(line.contains("max_connections_per_user"))
         held.removeLast()
+        #expect(d.waitFor { held[0].request(.obj(("cmd", .string("status"))))?["clients_connected"] == .int(5) })
         #expect(try LineClient(path: d.socket).request(.obj(("cmd", .string("ping"))))?["ok"] == .bool(true),
                 "a freed place is usable again")
         #expect(d.log.contains("client refused"))
@@ -269,6 +276,7 @@ struct HostileInputTests {
     @Test func aLongCommandListYieldsToOtherClients() throws {
         let d = try DaemonHarness(output: "null")
         try d.start()
+        #expect(d.request("play", ("path", .string(Self.track)))?["ok"] == .bool(true))
         let a = try LineClient(path: d.dir + "/mpd.sock")
         #expect(a.readLine(timeoutMillis: 10_000)?.hasPrefix("OK MPD") == true)
         let list = "command_list_begin\n" + String(repeating: "ping\n", count: 100_000) + "command_list_end"
@@ -289,6 +297,7 @@ struct HostileInputTests {
         // The list's own OK has not come yet: it runs a slice per turn.
         #expect(a.readLine(timeoutMillis: 0) == nil, "the list ran to its end before another client was served")
         #expect(a.readLine(timeoutMillis: 60_000) == "OK", "and it does finish")
+        #expect(d.request("status")?["underruns"] == .int(0), "playback went on undisturbed")
     }
 
     @Test func passwordGuessingIsThrottled() throws {
@@ -354,14 +363,16 @@ struct HostileInputTests {
         #expect(d.process?.isRunning == true)
         // HUP with a lower connection limit: applied without a restart.
         var config = try String(contentsOfFile: d.configPath, encoding: .utf8)
-        config += "\n[limits]\nmax_connections = 1\n"
+        config += "\n[limits]\nmax_connections = 2\n"
         try config.write(toFile: d.configPath, atomically: true, encoding: .utf8)
         kill(pid, SIGHUP)
         #expect(d.waitFor { d.log.contains("config reloaded") })
         let first = try LineClient(path: d.socket)
-        #expect(first.request(.obj(("cmd", .string("ping"))))?["ok"] == .bool(true))
+        #expect(d.waitFor { first.request(.obj(("cmd", .string("status"))))?["clients_connected"] == .int(1) })
         let second = try LineClient(path: d.socket)
-        #expect(second.readLine(timeoutMillis: 10_000)?.contains("too_many_connections") == true)
+        #expect(second.request(.obj(("cmd", .string("ping"))))?["ok"] == .bool(true))
+        let third = try LineClient(path: d.socket)
+        #expect(third.readLine(timeoutMillis: 10_000)?.contains("too_many_connections") == true)
         // A broken config on HUP changes nothing.
         try (config + "\nnot toml at all [\n").write(toFile: d.configPath, atomically: true, encoding: .utf8)
         kill(pid, SIGHUP)

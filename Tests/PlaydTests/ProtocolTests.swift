@@ -104,6 +104,9 @@ struct ConfigTests {
         ("[output]\nfeeds = [\"fifo:/tmp/a?name=local\"]", "two outputs are named 'local'"),
         ("[output]\nfeeds = [\"fifo:/tmp/a?format=48000:24:2\"]", "bits must be 16 or 32"),
         ("[output]\nfeeds = [\"http://x\"]", "unknown kind"),
+        ("[limits]\nmax_connections = 0", "line 2: limits.max_connections: 0 is outside 1…1000"),
+        ("[limits]\nmax_queue_length = 9223372036854775807", "line 2: limits.max_queue_length"),
+        ("[mpd]\nmax_command_list_size = -1", "line 2: mpd.max_command_list_size"),
     ])
     func refusesWithKeyAndLine(_ text: String, _ expected: String) {
         do {
