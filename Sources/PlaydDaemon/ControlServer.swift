@@ -321,7 +321,9 @@ public final class ControlServer: @unchecked Sendable {
                 let wantInput = c.holdUntil <= now && !c.busy && c.buffered <= Self.maxLineBytes
                 fds.append(pollfd(fd: fd, events: (wantInput ? Int16(POLLIN) : 0) | (c.pending > 0 ? Int16(POLLOUT) : 0), revents: 0))
                 if c.holdUntil > now { timeout = min(timeout, Int64((c.holdUntil - now) / 1_000_000) + 1) }
-                if c.busy || (c.holdUntil <= now && c.hasCompleteLine) { timeout = 0 }
+                // Work waiting: poll without sleeping (not for a closing client, whose
+                // lines are never handled: that would spin until it is dropped).
+                if !c.closing && (c.busy || (c.holdUntil <= now && c.hasCompleteLine)) { timeout = 0 }
                 if c.tickInterval > 0 { timeout = min(timeout, max(0, Int64(c.nextTick) - Int64(now)) / 1_000_000) }
             }
             for until in restingUntil.values where until > now { timeout = min(timeout, Int64((until - now) / 1_000_000) + 1) }
