@@ -231,10 +231,10 @@ public final class Daemon: @unchecked Sendable {
         level.missingPreampDB = config.replayGainMissingPreamp
         level.preventClipping = config.replayGainLimit
         engine.setLevel(level)
-        logger.notice("config reloaded", metadata: restartNeeded.isEmpty ? [:] : [
-            "restart_needed": "\(restartNeeded.joined(separator: ", "))"])
-        if !restartNeeded.isEmpty {
-            logger.warning("these keys changed and take effect at the next start: \(restartNeeded.joined(separator: ", "))")
+        if restartNeeded.isEmpty {
+            logger.notice("config reloaded")
+        } else {
+            logger.warning("config reloaded; these keys changed and take effect at the next start: \(restartNeeded.joined(separator: ", "))")
         }
     }
 

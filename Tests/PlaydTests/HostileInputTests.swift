@@ -27,15 +27,21 @@ struct HostileInputTests {
         #"{"cmd":"loop","start":{"frames":0},"end":{"frames":X}}"#, #"{"cmd":"loop","start":0,"end":1,"count":X}"#,
         #"{"cmd":"volume","set":X}"#, #"{"cmd":"volume","change":X}"#, #"{"cmd":"remove","entry":X}"#,
         #"{"cmd":"remove","index":X}"#, #"{"cmd":"move","from":X,"to":0}"#, #"{"cmd":"move","from":0,"to":X}"#,
-        #"{"cmd":"subscribe","ticks":X}"#, #"{"cmd":"unsubscribe"}"#,
+        #"{"cmd":"subscribe","ticks":X}"#,
     ]
+
+    /// A daemon on the paced null output playing the first of two queued tracks.
+    static func playingDaemon(name: String = #function) throws -> DaemonHarness {
+        let d = try DaemonHarness(output: "null", name: name)
+        try d.start()
+        #expect(d.request("add", ("paths", .array([.string(track), .string(track)])))?["ok"] == .bool(true))
+        #expect(d.request("play", ("index", .int(0)))?["ok"] == .bool(true))
+        return d
+    }
 
     @Test(arguments: HostileInputTests.hostileNumbers)
     func everyJSONNumberFieldIsRangeChecked(_ value: String) throws {
-        let d = try DaemonHarness(output: "null")
-        try d.start()
-        #expect(d.request("add", ("paths", .array([.string(Self.track), .string(Self.track)])))?["ok"] == .bool(true))
-        #expect(d.request("play", ("index", .int(0)))?["ok"] == .bool(true))
+        let d = try Self.playingDaemon()
         let c = try LineClient(path: d.socket)
         for t in Self.jsonTemplates {
             let line = t.replacingOccurrences(of: "TRACK", with: Self.track).replacingOccurrences(of: "X", with: value)
@@ -60,10 +66,7 @@ struct HostileInputTests {
     /// MPD's (`OK` or `ACK [2@0]` and friends), and the daemon lives on.
     @Test(arguments: HostileInputTests.hostileNumbers)
     func everyMPDNumberArgumentIsRangeChecked(_ raw: String) throws {
-        let d = try DaemonHarness(output: "null")
-        try d.start()
-        #expect(d.request("add", ("paths", .array([.string(Self.track), .string(Self.track)])))?["ok"] == .bool(true))
-        #expect(d.request("play", ("index", .int(0)))?["ok"] == .bool(true))
+        let d = try Self.playingDaemon()
         let mpd = try LineClient(path: d.dir + "/mpd.sock")
         #expect(mpd.readLine(timeoutMillis: 10_000)?.hasPrefix("OK MPD") == true)
         let v = raw == "\"\"" ? "" : raw

@@ -150,7 +150,7 @@ public final class MusicLibrary: @unchecked Sendable {
 
     /// Whether a resolved path is a root or under one.
     public func isInside(_ real: String) -> Bool {
-        roots.contains { real == $0 || real.hasPrefix($0 + "/") || ($0.isEmpty && real.hasPrefix("/")) }
+        !roots.isEmpty && LocalFile.isInside(real, roots: roots)
     }
 
     // MARK: - Scanning
