@@ -171,6 +171,11 @@ public final class PlaybackEngine: @unchecked Sendable {
         var replayGain = ReplayGainInfo()
     }
     private let control = Locked(Control())
+    /// Serializes what reopens the output (`play` of another format, `openOutput`,
+    /// `recoverOutput`): held while the reader is detached and the render thread
+    /// restarted, so `control` need not be. Taken before `control`, never while holding
+    /// it; never taken by the reader or render thread.
+    private let reconfigure = Locked(())
 
     // Reader commands. Protected by `commands`; pushed by the control side, taken by the reader.
     private enum Command {
@@ -189,6 +194,12 @@ public final class PlaybackEngine: @unchecked Sendable {
         case direction(PlayDirection)
     }
     private let commands = Locked<[Command]>([])
+    /// Set by `send` after it appends, cleared by the reader before it takes the list:
+    /// `fill()` stops at the next step when a command waits. Against an output that
+    /// takes audio as fast as it comes (`null?pace=off`, a capture) the ring never
+    /// fills, and a detach waited up to 1.2 s for a fill to end (LockOrderTests).
+    private let commandWaiting = Atomic<Bool>(false)
+    /// Set at init; cleared by `shutdown()` under `reconfigure`, and read under it.
     private var readerThread: PThread?
     private let shutDown = Atomic<Bool>(false)
 
@@ -249,46 +260,54 @@ public final class PlaybackEngine: @unchecked Sendable {
         let fromEnd = reverseFromEnd ? try decoder.decodedEnd() : decoder.info.durationFrames ?? 0
         var lostOutput = false
         defer { if lostOutput { onEvent(.stateChanged(.stopped)) } }
-        try control.withLock { (c: inout Control) throws(StreamError) in
-            // The new track's level first, so a render thread started below begins at it.
-            let oldReplayGain = c.replayGain
-            c.replayGain = ReplayGainInfo(tags: decoder.info.tags)
-            applyLevel(c)
-            defer { if c.track?.path != path { c.replayGain = oldReplayGain; applyLevel(c) } }
-            let wanted = PCMFormat(sampleRate: decoder.info.sampleRate, channels: decoder.info.channels)
-            let width = decoder.info.preferredDeviceFormat
-            let failed = shared.deviceError.load(ordering: .relaxed) != 0
-            if c.output == nil || c.requestedFormat != wanted || c.requestedSampleFormat != width || failed {
-                do throws(StreamError) {
-                    try reopenOutput(&c, for: wanted, preferring: width)
-                } catch {
-                    // The old stream was already let go to reopen the device: say so
-                    // truthfully (stopped) rather than report a track nothing plays.
-                    lostOutput = c.transport.state != .stopped
-                    c.transport = Transport()
-                    c.track = nil
-                    c.newGeneration()
-                    c.pendingPosition = 0
-                    shared.wantPlaying.store(false, ordering: .relaxed)
-                    throw error
-                }
+        let wanted = PCMFormat(sampleRate: decoder.info.sampleRate, channels: decoder.info.channels)
+        let width = decoder.info.preferredDeviceFormat
+        // Plays that reopen the output take turns (`reconfigure`), and wait for the
+        // reader with `control` released: the reader takes `control` in `report()`.
+        try reconfigure.withLock { (_: inout Void) throws(StreamError) in
+            let reopen = control.withLock { c in
+                c.output == nil || c.requestedFormat != wanted || c.requestedSampleFormat != width
+                    || shared.deviceError.load(ordering: .relaxed) != 0
             }
-            try decoder.setOutputFormat(c.negotiated!.pcm)
-            let start = requested ?? (c.direction == .reverse ? fromEnd : 0)
-            c.newGeneration()
-            c.requestedAt = monotonicNanoseconds()
-            c.track = decoder.info
-            c.loop = nil
-            c.next = nil
-            c.pendingPosition = start
-            c.corruptPackets = 0
-            _ = c.transport.on(.play)
-            if paused { _ = c.transport.on(.pause) }
-            shared.wantPlaying.store(!paused, ordering: .relaxed)
-            send(.load(Handoff(decoder), start: start, direction: c.direction, generation: c.generation))
-            logger.info("playing", metadata: ["track.path": "\(path)", "track.codec": "\(decoder.info.codec)",
-                                              "track.rate": "\(decoder.info.sampleRate)", "start.frame": "\(start)",
-                                              "direction": "\(c.direction.rawValue)"])
+            if reopen { detachReader() }
+            try control.withLock { (c: inout Control) throws(StreamError) in
+                // The new track's level first, so a render thread started below begins at it.
+                let oldReplayGain = c.replayGain
+                c.replayGain = ReplayGainInfo(tags: decoder.info.tags)
+                applyLevel(c)
+                defer { if c.track?.path != path { c.replayGain = oldReplayGain; applyLevel(c) } }
+                if reopen {
+                    do throws(StreamError) {
+                        try reopenOutput(&c, for: wanted, preferring: width)
+                    } catch {
+                        // The old stream was already let go to reopen the device: say so
+                        // truthfully (stopped) rather than report a track nothing plays.
+                        lostOutput = c.transport.state != .stopped
+                        c.transport = Transport()
+                        c.track = nil
+                        c.newGeneration()
+                        c.pendingPosition = 0
+                        shared.wantPlaying.store(false, ordering: .relaxed)
+                        throw error
+                    }
+                }
+                try decoder.setOutputFormat(c.negotiated!.pcm)
+                let start = requested ?? (c.direction == .reverse ? fromEnd : 0)
+                c.newGeneration()
+                c.requestedAt = monotonicNanoseconds()
+                c.track = decoder.info
+                c.loop = nil
+                c.next = nil
+                c.pendingPosition = start
+                c.corruptPackets = 0
+                _ = c.transport.on(.play)
+                if paused { _ = c.transport.on(.pause) }
+                shared.wantPlaying.store(!paused, ordering: .relaxed)
+                send(.load(Handoff(decoder), start: start, direction: c.direction, generation: c.generation))
+                logger.info("playing", metadata: ["track.path": "\(path)", "track.codec": "\(decoder.info.codec)",
+                                                  "track.rate": "\(decoder.info.sampleRate)", "start.frame": "\(start)",
+                                                  "direction": "\(c.direction.rawValue)"])
+            }
         }
         ProcessTuning.releaseFreeMemory()
         onEvent(.trackStarted(decoder.info))
@@ -298,10 +317,13 @@ public final class PlaybackEngine: @unchecked Sendable {
     /// Opens the output for `format` now (a daemon does this at start, so a broken device
     /// fails the start). A later track in another format reopens it.
     public func openOutput(for format: PCMFormat, preferring width: DeviceSampleFormat = .int16) throws(StreamError) {
-        try control.withLock { (c: inout Control) throws(StreamError) in
-            if c.output == nil || c.requestedFormat != format || c.requestedSampleFormat != width {
-                try reopenOutput(&c, for: format, preferring: width)
+        try reconfigure.withLock { (_: inout Void) throws(StreamError) in
+            let reopen = control.withLock { c in
+                c.output == nil || c.requestedFormat != format || c.requestedSampleFormat != width
             }
+            guard reopen else { return }
+            detachReader()
+            try control.withLock { (c: inout Control) throws(StreamError) in try reopenOutput(&c, for: format, preferring: width) }
         }
     }
 
@@ -313,9 +335,15 @@ public final class PlaybackEngine: @unchecked Sendable {
     /// Returns false when there was nothing to recover (a `play` reopened it already).
     @discardableResult
     public func recoverOutput() throws(StreamError) -> Bool {
-        try control.withLock { (c: inout Control) throws(StreamError) -> Bool in
-            guard shared.deviceError.load(ordering: .relaxed) != 0 || c.output == nil, let last = c.lastOpened else { return false }
-            try reopenOutput(&c, for: last.format, preferring: last.width)
+        try reconfigure.withLock { (_: inout Void) throws(StreamError) -> Bool in
+            let last = control.withLock { c in
+                shared.deviceError.load(ordering: .relaxed) != 0 || c.output == nil ? c.lastOpened : nil
+            }
+            guard let last else { return false }
+            detachReader()
+            try control.withLock { (c: inout Control) throws(StreamError) in
+                try reopenOutput(&c, for: last.format, preferring: last.width)
+            }
             return true
         }
     }
@@ -510,13 +538,17 @@ public final class PlaybackEngine: @unchecked Sendable {
             if s != .running && s != .draining { break }
             EventFD.wait(shared.readerWake, timeoutNanoseconds: 5_000_000)
         }
-        send(.quit)
-        readerThread?.join()
-        readerThread = nil
-        control.withLock { c in
-            stopRenderThread(&c)
-            c.output?.close()
-            c.output = nil
+        // Under `reconfigure`: a reopen in progress on another thread finishes first,
+        // and none starts waiting for a reader that has quit.
+        reconfigure.withLock { _ in
+            send(.quit)
+            readerThread?.join()
+            readerThread = nil
+            control.withLock { c in
+                stopRenderThread(&c)
+                c.output?.close()
+                c.output = nil
+            }
         }
         for feed in configuration.feeds { feed.stop() }
     }
@@ -588,22 +620,31 @@ public final class PlaybackEngine: @unchecked Sendable {
 
     private func send(_ command: Command) {
         commands.withLock { $0.append(command) }
+        commandWaiting.store(true, ordering: .releasing)
         EventFD.signal(shared.readerWake)
     }
 
-    /// Stops the render thread and the reader's production, reopens the output for
-    /// `format`, and starts a new render thread.
-    private func reopenOutput(_ c: inout Control, for format: PCMFormat, preferring width: DeviceSampleFormat) throws(StreamError) {
-        // 1. The reader lets go of its decoder and stops writing into the ring.
+    /// Makes the reader let go of its decoder and stop writing into the ring, and waits
+    /// until it has. Called holding `reconfigure` and never `control`: the reader takes
+    /// `control` in `report()` before it reads its next command, so waiting for it with
+    /// `control` held hung both threads (LockOrderTests). Thread: control side.
+    private func detachReader() {
+        guard readerThread != nil else { return }  // shut down: nothing reads
         let done = Semaphore()
         send(.detach(Handoff(done)))
         done.wait()
-        // 2. No render thread, no consumer.
+    }
+
+    /// Stops the render thread, reopens the output for `format`, and starts a new render
+    /// thread. The reader has been detached (``detachReader()``) under the same hold of
+    /// `reconfigure`, so nothing writes into the ring this resizes.
+    private func reopenOutput(_ c: inout Control, for format: PCMFormat, preferring width: DeviceSampleFormat) throws(StreamError) {
+        // 1. No render thread, no consumer.
         stopRenderThread(&c)
         c.output?.close()
         c.negotiated = nil
         c.requestedFormat = nil
-        // 3. Open.
+        // 2. Open.
         var output = c.output
         if output == nil { output = try makeOutput(&c) }
         var negotiated: NegotiatedFormat
@@ -625,7 +666,7 @@ public final class PlaybackEngine: @unchecked Sendable {
                                               "output.channels": "\(negotiated.pcm.channels)",
                                               "output.period": "\(negotiated.periodFrames)",
                                               "output.buffer": "\(negotiated.bufferFrames)"])
-        // 4. A clean ring for the new format, then the render thread. The producer keeps
+        // 3. A clean ring for the new format, then the render thread. The producer keeps
         // up to a device buffer's worth behind the read cursor so pause can take back
         // what the device had queued (see FrameRing.rewind); 32 Ki frames covers a
         // buffer of ~680 ms at 48 kHz. A device that cannot rewind needs none.
@@ -653,6 +694,9 @@ public final class PlaybackEngine: @unchecked Sendable {
         while shared.realtimeResult.load(ordering: .relaxed) == -1 && monotonicNanoseconds() < deadline {
             EventFD.wait(shared.readerWake, timeoutNanoseconds: 1_000_000)
         }
+        // That wait may have taken a wake-up meant for the reader (a command sent
+        // meanwhile): hand it back, or the reader sleeps up to its 1 s tick.
+        EventFD.signal(shared.readerWake)
         let rt = shared.realtimeResult.load(ordering: .relaxed)
         if rt == 0 {
             logger.info("render thread runs SCHED_FIFO")
@@ -712,6 +756,9 @@ public final class PlaybackEngine: @unchecked Sendable {
         var decoderSerial = 0
         var generation: UInt64 = 0
         var finished = true
+        /// Since a `detach` (an output reopen) and until the next load: the ring is the
+        /// control side's to reset.
+        var detached = false
         var direction = PlayDirection.forward
         var head: Playhead?
         /// The next step is the first after a reposition or splice: keep it short.
@@ -777,6 +824,7 @@ public final class PlaybackEngine: @unchecked Sendable {
 
     private func readerMain(_ r: ReaderState) {
         while true {
+            commandWaiting.store(false, ordering: .relaxed)
             let pending = commands.withLock { list -> [Command] in
                 let l = list
                 list.removeAll()
@@ -800,6 +848,7 @@ public final class PlaybackEngine: @unchecked Sendable {
                     r.decoder = nil
                     r.head = nil
                     r.finished = true
+                    r.detached = true
                     done.value.signal()
                 case .stop(let generation):
                     r.generation = generation
@@ -808,12 +857,15 @@ public final class PlaybackEngine: @unchecked Sendable {
                     r.decoder = nil
                     r.head = nil
                     r.finished = true
-                    flush(r)
+                    // Detached, the reader has nothing in the ring to flush, and the
+                    // render thread may be being replaced (no one to acknowledge).
+                    if !r.detached { flush(r) }
                 case .load(let handoff, let start, let direction, let generation):
                     let decoder = handoff.value
                     r.generation = generation
                     r.direction = direction
                     r.prepare(channels: decoder.outputFormat.channels)
+                    r.detached = false
                     r.decoder = decoder
                     r.decoderSerial += 1
                     r.reportedPass = 0
@@ -960,7 +1012,7 @@ public final class PlaybackEngine: @unchecked Sendable {
         guard let decoder = r.decoder, !r.finished else { return }
         while true {
             guard drainPending(r) else { break }
-            if r.shared.ring.writableFrames < r.chunk { break }
+            if r.shared.ring.writableFrames < r.chunk || commandWaiting.load(ordering: .relaxed) { break }
             do {
                 if try !produce(r) {
                     if switchToNext(r) { continue }
