@@ -29,7 +29,10 @@ struct SavedState {
              ("disabled_outputs", .array(disabledOutputs.map(JSON.string))),
              ("queue", .obj(("entries", .array(queue.entries.map { .obj(("id", .int(Int64($0.id))), ("file", .string($0.path))) })),
                             ("current", queue.current.map { JSON.int(Int64($0)) } ?? .null),
-                            ("repeat", .string(queue.repeatMode.rawValue)), ("shuffle", .bool(queue.shuffle)),
+                            // "repeat" for state files of earlier versions; "repeats" and
+                            // "single" say all of it (single without repeat has no word there).
+                            ("repeat", .string(queue.repeatMode.rawValue)), ("repeats", .bool(queue.repeats)),
+                            ("single", .string(queue.single.rawValue)), ("shuffle", .bool(queue.shuffle)),
                             ("consume", .bool(queue.consume)))))
     }
 }
@@ -119,8 +122,12 @@ enum StateStore {
                 entries.append(PlayQueue.Entry(id: Int(id), path: file))
             }
             let current = q["current"]?.integer(in: 0...Int64(max(0, entries.count - 1))).map { Int($0) }
+            var options = PlayQueue()
+            options.repeatMode = q["repeat"]?.stringValue.flatMap(PlayQueue.Repeat.init(rawValue:)) ?? .off
+            if let r = q["repeats"]?.boolValue { options.repeats = r }
+            if let single = q["single"]?.stringValue.flatMap(PlayQueue.Single.init(rawValue:)) { options.single = single }
             queue = PlayQueue(entries: entries, current: entries.isEmpty ? nil : current,
-                              repeatMode: q["repeat"]?.stringValue.flatMap(PlayQueue.Repeat.init(rawValue:)) ?? .off,
+                              repeats: options.repeats, single: options.single,
                               shuffle: q["shuffle"]?.boolValue ?? false, consume: q["consume"]?.boolValue ?? false)
         }
         return SavedState(file: j["file"]?.stringValue, positionFrames: pos,

@@ -31,7 +31,26 @@ public final class MPDSession: LineSession {
     /// serves other clients, so a 100,000-command list does not stall them all.
     public static let commandsPerTurn = 64
 
+    /// Who may run a command: `none` before the password too (MPD's PERMISSION_NONE),
+    /// the others once authorized (playd has one password, so one level).
+    public enum Permission: Sendable { case none, read, add, control, admin }
+
+    /// One row of a command table (MPD's AllCommands.cxx): the session checks the
+    /// permission and the argument count before it runs the command, and answers
+    /// `commands`/`notcommands` from the table.
+    public struct CommandInfo: Sendable {
+        public var permission: Permission
+        public var arguments: ClosedRange<Int>
+        public init(_ permission: Permission, _ arguments: ClosedRange<Int>) {
+            self.permission = permission
+            self.arguments = arguments
+        }
+    }
+
     private let execute: Execute
+    /// The commands and their rules; nil: every command goes to `execute`, and a fixed
+    /// few are allowed before the password.
+    private let table: [String: CommandInfo]?
     private let password: String?
     private let maxCommandListBytes: Int
     private var authorized: Bool
@@ -49,8 +68,9 @@ public final class MPDSession: LineSession {
     private var listOK = false
 
     public init(password: String?, maxCommandListBytes: Int = MPDSession.defaultMaxCommandListBytes,
-                execute: @escaping Execute) {
+                table: [String: CommandInfo]? = nil, execute: @escaping Execute) {
         self.execute = execute
+        self.table = table
         self.password = password
         self.maxCommandListBytes = maxCommandListBytes
         authorized = password == nil
@@ -180,6 +200,12 @@ public final class MPDSession: LineSession {
         }
     }
 
+    /// The line a refused connection gets: MPD's ACK with `permission` (4) or
+    /// `system` (52) for a limit.
+    public static func refusal(_ r: Refusal) -> String {
+        "ACK [\((r.tooMany ? Code.system : Code.permission).rawValue)@0] {} \(r.reason)\n"
+    }
+
     /// Something changed: complete an idle waiting for it.
     public func notify(_ changes: Set<String>) -> String {
         pending.formUnion(changes)
@@ -204,7 +230,25 @@ public final class MPDSession: LineSession {
             authorized = true
             return .success("")
         }
-        if !authorized && !["ping", "commands", "notcommands", "tagtypes", "urlhandlers", "decoders"].contains(command) {
+        if let table {
+            let args = words.count - 1
+            if command == "commands" || command == "notcommands" {
+                guard args == 0 else { return .failure(Failure(.arg, "wrong number of arguments for \"\(command)\"")) }
+                // The session's own commands (close, idle, noidle, password) are always
+                // allowed, and listed as MPD lists them.
+                let allowed = Set(table.filter { authorized || $0.value.permission == .none }.keys)
+                    .union(["close", "commands", "idle", "noidle", "notcommands", "password"])
+                let list = command == "commands" ? allowed : Set(table.keys).subtracting(allowed)
+                return .success(list.sorted().map { "command: \($0)\n" }.joined())
+            }
+            guard let info = table[command] else { return .failure(Failure(.unknown, "unknown command \"\(command)\"")) }
+            if !authorized && info.permission != .none {
+                return .failure(Failure(.permission, "you don't have permission for \"\(command)\""))
+            }
+            guard info.arguments.contains(args) else {
+                return .failure(Failure(.arg, "wrong number of arguments for \"\(command)\""))
+            }
+        } else if !authorized && !["ping", "commands", "notcommands", "tagtypes", "urlhandlers", "decoders"].contains(command) {
             return .failure(Failure(.permission, "you don't have permission for \"\(command)\""))
         }
         do throws(Failure) {
@@ -282,8 +326,30 @@ public protocol LineSession: AnyObject {
     func handle(_ line: [UInt8]) -> SessionOutput
     /// The next turn of work a previous output said was pending (`more`).
     func resume() -> SessionOutput
-    /// Something changed; text to send now (completes an MPD `idle`).
-    func notify(_ changes: Set<String>) -> String
-    /// The client is waiting for events (MPD `idle`): the idle timeout does not apply.
+    /// The client is waiting for events (MPD `idle`, a JSON subscriber): the idle
+    /// timeout does not apply.
     var waitsForEvents: Bool { get }
+    /// When ``tick(now:)`` is next due (monotonic ns), if ever.
+    var nextTickDue: UInt64? { get }
+    /// Periodic output (JSON position ticks); sets the next due time.
+    func tick(now: UInt64) -> String
+    /// A line longer than `maxBytes` arrived; its bytes are discarded.
+    func lineTooLong(maxBytes: Int) -> SessionOutput
+}
+
+extension LineSession {
+    public var nextTickDue: UInt64? { nil }
+    public func tick(now: UInt64) -> String { "" }
+    /// A line over the server's limit arrived (the rest of it is discarded): MPD closes
+    /// the connection.
+    public func lineTooLong(maxBytes: Int) -> SessionOutput { SessionOutput(close: true) }
+}
+
+/// Why a connection is refused: the server asks the listener's protocol for the line
+/// that says so.
+public struct Refusal: Sendable {
+    public var reason: String
+    /// A limit (connections, descriptors) rather than `control.allowed_users`/`groups`.
+    public var tooMany: Bool
+    public init(reason: String, tooMany: Bool) { self.reason = reason; self.tooMany = tooMany }
 }

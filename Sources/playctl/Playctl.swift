@@ -18,7 +18,7 @@ struct Playctl: ParsableCommand {
         subcommands: [Play.self, Pause.self, Resume.self, Toggle.self, Stop.self, Seek.self, Loop.self, Direction.self,
                       Volume.self, Mute.self, Unmute.self, Cover.self, Outputs.self, Output.self,
                       Add.self, Insert.self, Remove.self, Move.self, Clear.self, Queue.self, Next.self, Prev.self,
-                      RepeatMode.self, Shuffle.self, Consume.self, Export.self,
+                      RepeatMode.self, SingleMode.self, Shuffle.self, Consume.self, Export.self,
                       Update.self, Search.self, Find.self, List.self, Ls.self,
                       Status.self, Watch.self, Ping.self])
 }
@@ -194,6 +194,15 @@ struct RepeatMode: ParsableCommand {
     @OptionGroup var connection: Connection
     @Argument var mode: Mode
     func run() throws { try connection.send("repeat", [("mode", .string(mode.rawValue))]) }
+}
+
+struct SingleMode: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "single",
+                                                    abstract: "After the current entry: stop (on), play it again with repeat on, or do that once (oneshot).")
+    enum Mode: String, ExpressibleByArgument, CaseIterable { case on, off, oneshot }
+    @OptionGroup var connection: Connection
+    @Argument var mode: Mode
+    func run() throws { try connection.send("single", [("mode", .string(mode.rawValue))]) }
 }
 
 enum Switch: String, ExpressibleByArgument, CaseIterable { case on, off }

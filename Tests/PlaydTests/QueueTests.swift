@@ -17,13 +17,44 @@ struct PlayQueueTests {
         (.on, 2, false, 0),
         (.one, 1, false, 1),
         (.one, 1, true, 2),      // a manual next moves on even in repeat-one
-        (.one, 2, true, nil),
+        (.one, 2, true, 0),      // `one` is MPD's repeat + single: the queue repeats
     ])
     func successorFollowsTheRepeatMode(_ mode: PlayQueue.Repeat, _ current: Int, _ manual: Bool, _ expected: Int?) {
         var q = queue(3)
         q.repeatMode = mode
         q.setCurrent(current)
         #expect(q.successor(manual: manual) == expected)
+    }
+
+    /// MPD's repeat × single × manual, as MPD's queue decides the next song: single
+    /// without repeat stops after the song; with repeat plays it again; a manual
+    /// `next` moves on and wraps only with repeat.
+    @Test(arguments: [
+        (false, PlayQueue.Single.on, 1, false, Optional<Int>.none),
+        (true, .on, 1, false, 1),
+        (false, .oneshot, 1, false, nil),
+        (true, .oneshot, 1, false, 1),
+        (false, .on, 1, true, 2),
+        (false, .on, 2, true, nil),
+        (true, .on, 2, true, 0),
+        (true, .off, 2, false, 0),
+        (false, .off, 2, false, nil),
+    ])
+    func successorFollowsRepeatAndSingle(_ repeats: Bool, _ single: PlayQueue.Single, _ current: Int, _ manual: Bool,
+                                         _ expected: Int?) {
+        var q = queue(3)
+        q.repeats = repeats
+        q.single = single
+        q.setCurrent(current)
+        #expect(q.successor(manual: manual) == expected)
+    }
+
+    @Test func oneshotTurnsItselfOffWhenTheSongChanges() {
+        var q = queue(3)
+        q.single = .oneshot
+        q.setCurrent(0)
+        q.advance(to: 1)
+        #expect(q.single == .off)
     }
 
     @Test func idsAreStableAcrossEdits() {

@@ -12,19 +12,39 @@ public struct PlayQueue: Sendable, Equatable {
         public var path: String
     }
 
+    /// The JSON protocol's one-word view of `repeats` and `single`: `one` is MPD's
+    /// repeat + single (the current entry again and again).
     public enum Repeat: String, Sendable, CaseIterable {
-        /// Stop after the last entry.
+        /// Stop after the last entry (repeat off, single off).
         case off
-        /// Start again from the first.
+        /// Start again from the first (repeat on, single off).
         case on
-        /// Play the current entry again (a manual `next` still moves on).
+        /// Play the current entry again (repeat on, single on; a manual `next` moves on).
         case one
+    }
+
+    /// MPD's `single`: after the current entry, stop (repeat off) or play it again
+    /// (repeat on). `oneshot` does that once and turns itself off (MPD 0.21).
+    public enum Single: String, Sendable, CaseIterable {
+        case off, on, oneshot
     }
 
     public private(set) var entries: [Entry] = []
     /// Index in `entries` of the entry playing, if any.
     public private(set) var current: Int?
-    public var repeatMode = Repeat.off
+    /// MPD's `repeat`: after the last entry, start again from the first.
+    public var repeats = false
+    /// MPD's `single`.
+    public var single = Single.off
+    /// `repeats` and `single` in one word (JSON `repeat`). Setting `on` or `off` turns
+    /// single off; reading gives `off` for single without repeat (see `single`).
+    public var repeatMode: Repeat {
+        get { repeats ? (single == .off ? .on : .one) : .off }
+        set {
+            repeats = newValue != .off
+            single = newValue == .one ? .on : .off
+        }
+    }
     /// Remove each entry once it has played.
     public var consume = false
     /// Play in `order` (a permutation of the ids) instead of queue order.
@@ -122,14 +142,15 @@ public struct PlayQueue: Sendable, Equatable {
     public func successor(of index: Int? = nil, manual: Bool = false) -> Int? {
         guard !entries.isEmpty else { return nil }
         guard let from = index ?? current else { return shuffle ? self.index(ofID: order[0]) : 0 }
-        if repeatMode == .one && !manual { return from }
+        // Single: the same entry again with repeat, else nothing (playback stops).
+        if single != .off && !manual { return repeats ? from : nil }
         if shuffle {
             guard let at = order.firstIndex(of: entries[from].id) else { return nil }
             if at + 1 < order.count { return self.index(ofID: order[at + 1]) }
-            return repeatMode == .on ? self.index(ofID: order[0]) : nil
+            return repeats ? self.index(ofID: order[0]) : nil
         }
         if from + 1 < entries.count { return from + 1 }
-        return repeatMode == .on ? 0 : nil
+        return repeats ? 0 : nil
     }
 
     /// The index of the entry before the current one (`prev`).
@@ -138,16 +159,18 @@ public struct PlayQueue: Sendable, Equatable {
         if shuffle {
             guard let at = order.firstIndex(of: entries[from].id) else { return nil }
             if at > 0 { return index(ofID: order[at - 1]) }
-            return repeatMode == .on ? index(ofID: order[order.count - 1]) : nil
+            return repeats ? index(ofID: order[order.count - 1]) : nil
         }
         if from > 0 { return from - 1 }
-        return repeatMode == .on ? entries.count - 1 : nil
+        return repeats ? entries.count - 1 : nil
     }
 
     /// The current entry finished playing and `next` plays now: with consume, the
-    /// finished one leaves the queue. Returns the new index of `next`.
+    /// finished one leaves the queue; a `single oneshot` has been used. Returns the
+    /// new index of `next`.
     @discardableResult
     public mutating func advance(to next: Int?) -> Int? {
+        if single == .oneshot { single = .off }
         var target = next
         if consume, let c = current, target != c {
             let id = target.map { entries[$0].id }
@@ -159,12 +182,14 @@ public struct PlayQueue: Sendable, Equatable {
     }
 
     /// Restores a saved queue.
-    public init(entries: [Entry], current: Int?, repeatMode: Repeat, shuffle: Bool, consume: Bool, seed: UInt64 = 0x5EED) {
+    public init(entries: [Entry], current: Int?, repeats: Bool, single: Single, shuffle: Bool, consume: Bool,
+                seed: UInt64 = 0x5EED) {
         rng = SplitMix64(seed: seed)
         self.entries = entries
         self.nextID = (entries.map(\.id).max() ?? 0) + 1
         self.current = current.flatMap { entries.indices.contains($0) ? $0 : nil }
-        self.repeatMode = repeatMode
+        self.repeats = repeats
+        self.single = single
         self.consume = consume
         setShuffle(shuffle)
     }

@@ -6,7 +6,9 @@ import Synchronization
 import Glibc
 #endif
 
-/// The Unix-socket listener: one JSON object per line in, one per line out.
+/// The byte server: listening sockets, connections, lines in and bytes out. It knows
+/// no protocol: each listener makes a ``LineSession`` per connection (JSON, MPD), which
+/// turns lines into replies; the server moves the bytes and enforces the limits.
 ///
 /// A single control thread runs a `poll()` loop over the listening socket, every client
 /// and a wake-up eventfd (events to broadcast, shutdown). Sockets are non-blocking.
@@ -30,7 +32,7 @@ import Glibc
 ///
 /// Thread: `run()` on its own thread; `broadcast`/`stop` from any thread.
 public final class ControlServer: @unchecked Sendable {
-    // @unchecked Sendable: everything but `outbox` and `stopping` is owned by the
+    // @unchecked Sendable: everything but `posted` and `stopping` is owned by the
     // thread in `run()`; those two are a Mutex and an Atomic.
 
     public static let maxLineBytes = 64 * 1024
@@ -62,13 +64,25 @@ public final class ControlServer: @unchecked Sendable {
     private let listenFD: Int32
     private let wakeFD: Int32
     private let stopping = Atomic<Bool>(false)
-    private let outbox = Mutex<[String]>([])
     /// Work handed to the control thread from other threads (`post`).
     private let posted = Mutex<[@Sendable () -> Void]>([])
 
-    /// Handles one request line; returns the reply (nil: no reply). Runs on the control thread.
-    public typealias Handler = (_ request: JSON, _ client: ClientContext) -> JSON
-    private let handler: Handler
+    /// A listener's protocol: a session per connection, and the line a refused
+    /// connection is told before it is closed.
+    public struct Listener {
+        public var name: String
+        public var makeSession: () -> LineSession
+        public var refusal: (Refusal) -> String
+        public init(name: String, makeSession: @escaping () -> LineSession, refusal: @escaping (Refusal) -> String) {
+            self.name = name
+            self.makeSession = makeSession
+            self.refusal = refusal
+        }
+    }
+    private let mainListener: Listener
+    /// Called at the end of every turn of the loop, after the lines and the posted work
+    /// of that turn (the daemon flushes the player's notifications there). Set before `run()`.
+    public var afterTurn: (() -> Void)?
     /// Connections refused by the connection limits, or accepted and closed while out
     /// of file descriptors.
     public let refusedByLimits = Atomic<Int>(0)
@@ -109,15 +123,10 @@ public final class ControlServer: @unchecked Sendable {
         var output: [UInt8] = []
         var outputOffset = 0
         var discardingLongLine = false
-        /// Receives events.
-        public var subscribed = false
-        /// Position ticks every this many milliseconds (0: none).
-        public var tickInterval = 0
-        var nextTick: UInt64 = 0
         var closing = false
-        /// Another protocol than JSON (an MPD connection), nil for JSON clients.
-        let session: LineSession?
-        init(fd: Int32, listener: String, peerKey: String, session: LineSession? = nil) {
+        /// The connection's protocol.
+        let session: LineSession
+        init(fd: Int32, listener: String, peerKey: String, session: LineSession) {
             self.fd = fd; self.listener = listener; self.peerKey = peerKey; self.session = session
         }
         var pending: Int { output.count - outputOffset }
@@ -126,9 +135,9 @@ public final class ControlServer: @unchecked Sendable {
         var hasCompleteLine: Bool { input[inputStart...].contains(0x0A) }
     }
     private var clients: [Int32: ClientContext] = [:]
-    /// Listeners for other protocols: each connection gets a session from `factory`.
-    /// Set up before `run()`, then owned by the control thread.
-    private var extraListeners: [(fd: Int32, path: String?, factory: () -> LineSession)] = []
+    /// Further listeners (MPD's socket and TCP). Set up before `run()`, then owned by
+    /// the control thread.
+    private var extraListeners: [(fd: Int32, path: String?, listener: Listener)] = []
     /// A listener that failed to accept for lack of descriptors rests until then
     /// (by fd). Control thread.
     private var restingUntil: [Int32: UInt64] = [:]
@@ -137,8 +146,6 @@ public final class ControlServer: @unchecked Sendable {
     /// Kept open to be closed when accept() fails with EMFILE, so the waiting
     /// connection can be accepted and closed instead of staying readable forever.
     private var spareFD: Int32 = -1
-    /// Builds a position-tick event for a subscriber.
-    public var tickEvent: (() -> JSON)?
 
     public struct SetupError: Error, CustomStringConvertible {
         public var message: String
@@ -148,9 +155,9 @@ public final class ControlServer: @unchecked Sendable {
     /// Creates the socket: detects and replaces a stale one, refuses one a live process
     /// holds, applies `mode` and `group`.
     public init(path: String, mode: UInt32, group: String, tickMillis: Int32 = 1000,
-                handler: @escaping Handler, onTick: @escaping () -> Void) throws(SetupError) {
+                listener: Listener, onTick: @escaping () -> Void) throws(SetupError) {
         self.path = path
-        self.handler = handler
+        self.mainListener = listener
         self.onTick = onTick
         self.tickMillis = tickMillis
         let dir = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
@@ -221,7 +228,7 @@ public final class ControlServer: @unchecked Sendable {
 
     /// Adds a listener on a Unix socket for another protocol (stale sockets replaced, a
     /// live one refused, as for the main one). Call before `run()`.
-    public func addListener(path: String, mode: UInt32, group: String, factory: @escaping () -> LineSession) throws(SetupError) {
+    public func addListener(path: String, mode: UInt32, group: String, _ listener: Listener) throws(SetupError) {
         let dir = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
         if !dir.isEmpty { try Self.makeDirectories(dir) }
         var st = stat()
@@ -232,11 +239,11 @@ public final class ControlServer: @unchecked Sendable {
             if (try? LineClient(path: path)) != nil { throw SetupError(message: "\(path): another process is listening on this socket") }
             unlink(path)
         }
-        extraListeners.append((try Self.makeUnixListener(path: path, mode: mode, group: group), path, factory))
+        extraListeners.append((try Self.makeUnixListener(path: path, mode: mode, group: group), path, listener))
     }
 
     /// Adds a TCP listener, `host:port` (IPv4), for another protocol. Call before `run()`.
-    public func addListener(tcp address: String, factory: @escaping () -> LineSession) throws(SetupError) {
+    public func addListener(tcp address: String, _ listener: Listener) throws(SetupError) {
         guard let colon = address.lastIndex(of: ":"), let port = UInt16(address[address.index(after: colon)...]) else {
             throw SetupError(message: "\(address): expected host:port")
         }
@@ -257,14 +264,14 @@ public final class ControlServer: @unchecked Sendable {
             close(fd)
             throw SetupError(message: "\(address): bind()/listen() failed: \(String(cString: strerror(e)))")
         }
-        extraListeners.append((fd, nil, factory))
+        extraListeners.append((fd, nil, listener))
     }
 
-    /// Tells every session something changed (MPD's idle subsystems). Control thread.
-    public func notifySessions(_ changes: Set<String>) {
-        for c in clients.values {
-            guard let s = c.session else { continue }
-            let text = s.notify(changes)
+    /// Gives every session the chance to send something now (a completed MPD `idle`,
+    /// JSON events): `body` returns the text for a session. Control thread.
+    public func notifySessions(_ body: (LineSession) -> String) {
+        for c in clients.values where !c.closing {
+            let text = body(c.session)
             if !text.isEmpty { enqueueRaw(c, text); flush(c) }
         }
     }
@@ -277,13 +284,6 @@ public final class ControlServer: @unchecked Sendable {
                 throw SetupError(message: "\(path): mkdir() failed: \(String(cString: strerror(errno)))")
             }
         }
-    }
-
-    /// Queues an event line for every subscribed client. Thread: any.
-    public func broadcast(_ event: JSON) {
-        let line = event.text
-        outbox.withLock { $0.append(line) }
-        EventFD.signal(wakeFD)
     }
 
     /// Runs `work` on the control thread (the one in `run()`), soon. Thread: any.
@@ -324,7 +324,7 @@ public final class ControlServer: @unchecked Sendable {
                 // Work waiting: poll without sleeping (not for a closing client, whose
                 // lines are never handled: that would spin until it is dropped).
                 if !c.closing && (c.busy || (c.holdUntil <= now && c.hasCompleteLine)) { timeout = 0 }
-                if c.tickInterval > 0 { timeout = min(timeout, max(0, Int64(c.nextTick) - Int64(now)) / 1_000_000) }
+                if let due = c.session.nextTickDue { timeout = min(timeout, max(0, Int64(due) - Int64(now)) / 1_000_000) }
             }
             for until in restingUntil.values where until > now { timeout = min(timeout, Int64((until - now) / 1_000_000) + 1) }
             let n = poll(&fds, nfds_t(fds.count), Int32(max(0, timeout)))
@@ -333,18 +333,14 @@ public final class ControlServer: @unchecked Sendable {
             if fds[base - 1].revents != 0 {
                 EventFD.drain(wakeFD)
                 for work in posted.withLock({ q -> [@Sendable () -> Void] in let l = q; q.removeAll(); return l }) { work() }
-                let lines = outbox.withLock { q -> [String] in let l = q; q.removeAll(); return l }
-                for line in lines {
-                    for c in clients.values where c.subscribed { enqueue(c, line) }
-                }
             }
             let t0 = monotonicNanoseconds()
             for (i, fd) in order.enumerated() {
                 guard let c = clients[fd] else { continue }
                 let re = fds[i + base].revents
                 if re & Int16(POLLIN | POLLHUP | POLLERR) != 0 { readFrom(c) }
-                if c.busy, let s = c.session, !c.closing {
-                    apply(c, s.resume())
+                if c.busy, !c.closing {
+                    apply(c, c.session.resume())
                 } else if c.holdUntil <= t0 {
                     handleInput(c)
                 }
@@ -353,25 +349,22 @@ public final class ControlServer: @unchecked Sendable {
             }
             // After the clients: connections that hung up this turn no longer count
             // against the limits of the ones arriving.
-            if fds[0].revents & Int16(POLLIN) != 0 { acceptClients(listenFD, "control", nil, tcp: false) }
+            if fds[0].revents & Int16(POLLIN) != 0 { acceptClients(listenFD, mainListener, tcp: false) }
             for (i, l) in extraListeners.enumerated() where fds[1 + i].revents & Int16(POLLIN) != 0 {
-                acceptClients(l.fd, l.path == nil ? "mpd-tcp" : "mpd", l.factory, tcp: l.path == nil)
+                acceptClients(l.fd, l.listener, tcp: l.path == nil)
             }
             let t = monotonicNanoseconds()
             expireIdle(t)
-            if let tick = tickEvent {
-                var line: String?
-                for c in clients.values where c.tickInterval > 0 && t >= c.nextTick {
-                    if line == nil { line = tick().text }
-                    enqueue(c, line!)
-                    c.nextTick = t + UInt64(c.tickInterval) * 1_000_000
-                    flush(c)
-                }
+            for c in clients.values where !c.closing {
+                guard let due = c.session.nextTickDue, t >= due else { continue }
+                let text = c.session.tick(now: t)
+                if !text.isEmpty { enqueueRaw(c, text); flush(c) }
             }
             if t - lastTick >= UInt64(tickMillis) * 1_000_000 {
                 lastTick = t
                 onTick()
             }
+            afterTurn?()
         }
         for c in Array(clients.values) { drop(c) }
         unlink(path)
@@ -385,14 +378,15 @@ public final class ControlServer: @unchecked Sendable {
     private func expireIdle(_ now: UInt64) {
         let limit = UInt64(max(1, limits.connectionTimeoutSeconds)) * 1_000_000_000
         for c in Array(clients.values) where !c.closing && now &- c.lastActive > limit {
-            if c.subscribed || c.busy || c.pending > 0 || c.session?.waitsForEvents == true { continue }
+            if c.busy || c.pending > 0 || c.session.waitsForEvents { continue }
             timedOutClients.add(1, ordering: .relaxed)
             c.closing = true
             if c.pending == 0 { drop(c) }
         }
     }
 
-    private func acceptClients(_ listener: Int32, _ name: String, _ factory: (() -> LineSession)?, tcp: Bool) {
+    private func acceptClients(_ listener: Int32, _ l: Listener, tcp: Bool) {
+        let name = l.name
         while true {
             var storage = sockaddr_storage()
             var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
@@ -401,60 +395,59 @@ public final class ControlServer: @unchecked Sendable {
             }
             if fd < 0 {
                 let e = errno
-                if e == EMFILE || e == ENFILE { outOfDescriptors(listener, name, factory) }
+                if e == EMFILE || e == ENFILE { outOfDescriptors(listener, l) }
                 return
             }
             let address = tcp ? Self.describe(storage) : nil
             let peer = tcp ? nil : Peer.of(socket: fd, groups: !access.gids.isEmpty)
             let peerKey = peer.map { "uid:\($0.uid)" } ?? "addr:\(address?.split(separator: ":").dropLast().joined(separator: ":") ?? "?")"
-            var refusal: (reason: String, code: ProtocolErrorCode, ack: Int)?
+            var refusal: Refusal?
             if !access.allows(peer) {
                 let who = peer.map { "\($0)" } ?? "a TCP client (no credentials)"
-                refusal = ("permission denied: \(who) is not in control.allowed_users or control.allowed_groups", .notAllowed, 4)
+                refusal = Refusal(reason: "permission denied: \(who) is not in control.allowed_users or control.allowed_groups", tooMany: false)
                 refusedClients.add(1, ordering: .relaxed)
             } else if clients.count >= Self.maxClients || clients.values.filter({ $0.listener == name }).count >= limits.maxConnections {
-                refusal = ("too many connections (limits.max_connections = \(limits.maxConnections))", .tooManyConnections, 52)
+                refusal = Refusal(reason: "too many connections (limits.max_connections = \(limits.maxConnections))", tooMany: true)
                 refusedByLimits.add(1, ordering: .relaxed)
             } else if clients.values.filter({ $0.peerKey == peerKey }).count >= limits.maxConnectionsPerPeer {
-                refusal = ("too many connections from \(peer.map { "uid \($0.uid)" } ?? address ?? "this peer") (limits.max_connections_per_user = \(limits.maxConnectionsPerPeer))",
-                           .tooManyConnections, 52)
+                refusal = Refusal(reason: "too many connections from \(peer.map { "uid \($0.uid)" } ?? address ?? "this peer") (limits.max_connections_per_user = \(limits.maxConnectionsPerPeer))",
+                                  tooMany: true)
                 refusedByLimits.add(1, ordering: .relaxed)
             }
             onConnection?(peer, address, name, refusal?.reason)
             if let r = refusal {
                 // One line saying why, then close. The socket's send buffer is empty, so
                 // this short non-blocking send does not wait.
-                let line = factory == nil ? errorReply(id: nil, r.code, r.reason).text + "\n" : "ACK [\(r.ack)@0] {} \(r.reason)\n"
+                let line = l.refusal(r)
                 _ = line.utf8CString.withUnsafeBufferPointer { send(fd, $0.baseAddress, $0.count - 1, Int32(MSG_NOSIGNAL)) }
                 close(fd)
                 continue
             }
-            let c = ClientContext(fd: fd, listener: name, peerKey: peerKey, session: factory?())
+            let c = ClientContext(fd: fd, listener: name, peerKey: peerKey, session: l.makeSession())
             // A peer that has been guessing passwords waits before its first line too.
             if let f = peerAuthFailures[peerKey] { c.holdUntil = monotonicNanoseconds() + Self.authHold(f.count) }
             clients[fd] = c
             connectedClients.store(clients.count, ordering: .relaxed)
-            if let hello = c.session?.greeting() { enqueueRaw(c, hello) }
+            if let hello = c.session.greeting() { enqueueRaw(c, hello) }
         }
     }
 
     /// accept() failed for lack of descriptors: the waiting connection stays readable,
     /// and polling on would spin at 100 % CPU. Close the spare descriptor, accept the
     /// connection with it, tell it why and close it; and let the listener rest 100 ms.
-    private func outOfDescriptors(_ listener: Int32, _ name: String, _ factory: (() -> LineSession)?) {
+    private func outOfDescriptors(_ listener: Int32, _ l: Listener) {
         refusedByLimits.add(1, ordering: .relaxed)
         restingUntil[listener] = monotonicNanoseconds() + 100_000_000
         guard spareFD >= 0 else { return }
         close(spareFD)
         let fd = clinux_accept_nonblocking(listener)
         if fd >= 0 {
-            let reason = "playd is out of file descriptors; try again later"
-            let line = factory == nil ? errorReply(id: nil, .tooManyConnections, reason).text + "\n" : "ACK [52@0] {} \(reason)\n"
+            let line = l.refusal(Refusal(reason: "playd is out of file descriptors; try again later", tooMany: true))
             _ = line.utf8CString.withUnsafeBufferPointer { send(fd, $0.baseAddress, $0.count - 1, Int32(MSG_NOSIGNAL)) }
             close(fd)
         }
         spareFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
-        onConnection?(nil, nil, name, "out of file descriptors (EMFILE)")
+        onConnection?(nil, nil, l.name, "out of file descriptors (EMFILE)")
     }
 
     /// `1.2.3.4:5678` or `[::1]:5678`.
@@ -540,40 +533,12 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     private func handleLine(_ c: ClientContext, _ bytes: [UInt8]) {
-        if let s = c.session {
-            guard !c.closing else { return }
-            apply(c, s.handle(bytes))
-            return
-        }
-        var line = bytes
-        if line.last == 0x0D { line.removeLast() }
-        if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
-        guard let text = String(validating: line, as: UTF8.self) else {
-            enqueue(c, errorReply(id: nil, .badJSON, "request is not valid UTF-8").text)
-            return
-        }
-        let request: JSON
-        do {
-            request = try JSON.parse(text)
-        } catch {
-            enqueue(c, errorReply(id: nil, .badJSON, "invalid JSON: \(error)").text)
-            return
-        }
-        guard case .object = request else {
-            enqueue(c, errorReply(id: nil, .badJSON, "a request must be a JSON object").text)
-            return
-        }
-        let reply = handler(request, c)
-        if c.tickInterval > 0 && c.nextTick == 0 { c.nextTick = monotonicNanoseconds() }
-        enqueue(c, reply.text)
+        guard !c.closing else { return }
+        apply(c, c.session.handle(bytes))
     }
 
     private func tooLong(_ c: ClientContext) {
-        if c.session != nil {
-            c.closing = true  // MPD closes a connection whose line is too long
-        } else {
-            enqueue(c, errorReply(id: nil, .lineTooLong, "request line longer than \(Self.maxLineBytes) bytes").text)
-        }
+        apply(c, c.session.lineTooLong(maxBytes: Self.maxLineBytes))
     }
 
     /// A session's output: send it, close, keep it busy, or hold it after a wrong password.
@@ -596,24 +561,6 @@ public final class ControlServer: @unchecked Sendable {
             c.holdUntil = now + Self.authHold(f.count)
             if c.authFailures >= Self.maxAuthFailuresPerConnection { c.closing = true }
         }
-    }
-
-    private func enqueue(_ c: ClientContext, _ line: String) {
-        guard !c.closing else { return }
-        if c.pending + line.utf8.count + 1 > Self.maxPendingBytes {
-            // A client that does not read: cut it off rather than grow without bound.
-            droppedSlowClients.add(1, ordering: .relaxed)
-            c.closing = true
-            c.output.removeAll()
-            c.outputOffset = 0
-            return
-        }
-        if c.outputOffset > 0 && c.outputOffset == c.output.count {
-            c.output.removeAll(keepingCapacity: true)
-            c.outputOffset = 0
-        }
-        c.output.append(contentsOf: line.utf8)
-        c.output.append(0x0A)
     }
 
     /// Queues text that carries its own newlines (another protocol's reply).
@@ -655,13 +602,3 @@ public final class ControlServer: @unchecked Sendable {
     }
 }
 
-/// `{"id":…,"ok":false,"error":{"code":"…","message":"…"}}`.
-public func errorReply(id: JSON?, _ code: ProtocolErrorCode, _ message: String) -> JSON {
-    errorReply(id: id, code: code.rawValue, message)
-}
-
-/// The same with a code name from elsewhere (the engine's `StreamError.Code.name`).
-public func errorReply(id: JSON?, code: String, _ message: String) -> JSON {
-    .obj(("id", id), ("ok", .bool(false)),
-         ("error", .obj(("code", .string(code)), ("message", .string(message)))))
-}

@@ -1,5 +1,4 @@
 import CoreStream
-import PlaydProtocol
 
 /// The output device failed while playing (PulseAudio killed, a USB DAC unplugged):
 /// what to resume and when to try again. Owned by the control thread.
@@ -19,7 +18,7 @@ struct OutputRecovery {
     }
 }
 
-extension Daemon {
+extension Player {
     /// An `output_failed` error from the engine. Control thread.
     func outputLost(_ error: StreamError) {
         guard recovery == nil else { return }
@@ -36,10 +35,8 @@ extension Daemon {
         logger.warning("output lost: retrying with backoff", metadata: ["error": "\(error.message)",
                                                                         "track.path": "\(r.resume?.path ?? "-")",
                                                                         "position.frames": "\(r.resume?.position ?? 0)"])
-        server?.broadcast(.obj(("event", .string("output_lost")), ("code", .string(error.code.name)),
-                               ("message", .string(error.message)),
-                               ("retry_in_ms", .int(Int64(OutputRecovery.delay(afterAttempts: 0) / 1_000_000)))))
-        notifyMPD(["player"])
+        emit(.outputLost(code: error.code.name, message: error.message,
+                         retryMillis: Int64(OutputRecovery.delay(afterAttempts: 0) / 1_000_000)))
     }
 
     /// From the tick: one attempt when it is due. Control thread.
@@ -60,15 +57,13 @@ extension Daemon {
                 } catch {
                     // The device is back but the file is not (deleted meanwhile): say so, stop.
                     logger.warning("output back, but the track cannot be resumed", metadata: ["error": "\(error.message)"])
-                    server?.broadcast(.obj(("event", .string("error")), ("code", .string(error.code.name)), ("message", .string(error.message))))
+                    emit(.error(code: error.code.name, message: error.message))
                 }
             }
             let ms = (monotonicNanoseconds() - r.lostAt) / 1_000_000
             recovery = nil
             logger.notice("output back", metadata: ["after.ms": "\(ms)", "attempts": "\(r.attempts)"])
-            server?.broadcast(.obj(("event", .string("output_restored")), ("after_ms", .int(Int64(ms))),
-                                   ("attempts", .int(Int64(r.attempts)))))
-            notifyMPD(["player"])
+            emit(.outputRestored(afterMillis: Int64(ms), attempts: r.attempts))
         } catch {
             r.error = error
             r.nextAttempt = monotonicNanoseconds() + OutputRecovery.delay(afterAttempts: r.attempts)
@@ -81,32 +76,19 @@ extension Daemon {
     /// The engine's status, except that while the output is lost the position is the
     /// one heard when it went (what playback resumes from): the engine's own figure
     /// is meaningless once its device is gone.
-    func playerStatus() -> PlaybackEngine.Status {
+    public func playerStatus() -> PlaybackEngine.Status {
         var s = engine.status()
         if let r = recovery?.resume, s.track?.path == r.path { s.positionFrames = r.position }
         return s
     }
 
-    /// `pause`, `resume`, `toggle` or `stop` (from the JSON protocol, MPD, or the
-    /// queue's `clear`): the engine's own, then what an output recovery in progress
-    /// comes back to. Control thread.
-    func transport(_ command: String) {
-        switch command {
-        case "pause": engine.pause()
-        case "resume": engine.resume()
-        case "toggle": engine.toggle()
-        default: engine.stop()
-        }
-        outputRecoveryTransport(command)
-    }
-
     /// A transport request while the output is lost changes what happens when it is
     /// back: after `stop` (or `clear`) nothing resumes; after `pause`, `resume` or
     /// `toggle` it comes back in the state the player now shows. Control thread.
-    private func outputRecoveryTransport(_ command: String) {
+    func outputRecoveryTransport(_ command: Command.Transport) {
         guard var r = recovery, r.resume != nil else { return }
         let state = engine.status().state
-        if command == "stop" || state == .stopped {
+        if command == .stop || state == .stopped {
             r.resume = nil
         } else {
             r.resume!.paused = state == .paused
@@ -114,12 +96,11 @@ extension Daemon {
         recovery = r
     }
 
-    /// `status.output_error`: null while the output works.
-    func outputErrorJSON() -> JSON {
-        guard let r = recovery else { return .null }
+    /// The output's loss while it lasts: for `status.output_error` and MPD's `error:`.
+    public var outputLoss: (error: StreamError, sinceMillis: Int64, attempts: Int, nextRetryMillis: Int64)? {
+        guard let r = recovery else { return nil }
         let now = monotonicNanoseconds()
-        return .obj(("code", .string(r.error.code.name)), ("message", .string(r.error.message)),
-                    ("since_ms", .int(Int64((now - r.lostAt) / 1_000_000))), ("attempts", .int(Int64(r.attempts))),
-                    ("next_retry_ms", .int(Int64(r.nextAttempt > now ? (r.nextAttempt - now) / 1_000_000 : 0))))
+        return (r.error, Int64((now - r.lostAt) / 1_000_000), r.attempts,
+                Int64(r.nextAttempt > now ? (r.nextAttempt - now) / 1_000_000 : 0))
     }
 }

@@ -1,0 +1,109 @@
+import CoreStream
+import PlaydProtocol
+
+/// A validated request to the player, whichever protocol it came in on. The sessions
+/// parse and range-check their wire format into these (JSON: JSONCommands.swift; MPD:
+/// MPDCommands.swift); ``Player/perform(_:)`` carries them out.
+///
+/// Adding a command to both protocols: one case here, one `Player` method (called from
+/// `perform`), one row in each protocol's table (CONTRIBUTING.md).
+public enum Command: Sendable {
+    public enum Transport: String, Sendable { case pause, resume, toggle, stop }
+    /// Where `add` puts new entries.
+    public enum Place: Sendable, Equatable {
+        case end
+        /// Right after the current entry ("play next").
+        case next
+        case index(Int)
+    }
+    public enum Volume: Sendable, Equatable {
+        case set(Int)
+        case change(Int)
+    }
+
+    /// A file outside the queue, from `at` (source frames; nil: the start).
+    case playFile(path: String, at: Int64?, atSeconds: Double?)
+    /// The queue entry at an index (MPD `play N`, JSON `index`).
+    case playIndex(Int)
+    /// The queue entry with an id (MPD `playid N`, JSON `entry`).
+    case playID(Int)
+    /// Resume when paused, else start the queue (MPD `play`, JSON `play` with nothing).
+    case playQueue
+    case transport(Transport)
+    /// Seek in the current track; `relative`: from the position heard.
+    case seek(frames: Int64?, seconds: Double?, relative: Bool)
+    /// Play queue entry `index` (if it is not the current one) and seek in it (MPD `seek`).
+    case seekEntry(index: Int, seconds: Double)
+    case next
+    case previous
+    /// Entries from files, folders and playlists (expanded and checked against the roots).
+    case add(sources: [String], place: Place)
+    /// Queue entries `range` out (one state write, one notification, however many).
+    case remove(Range<Int>)
+    case move(Range<Int>, to: Int)
+    case clear
+    case setRepeat(Bool)
+    case setSingle(PlayQueue.Single)
+    /// JSON's one-word `repeat`: off, on, one.
+    case setRepeatMode(PlayQueue.Repeat)
+    case setRandom(Bool)
+    case setConsume(Bool)
+    case volume(Volume)
+    /// nil: toggle.
+    case mute(Bool?)
+    /// nil: clear.
+    case loop(LoopRegion?)
+    case direction(PlayDirection)
+    case output(name: String, enabled: Bool)
+    /// Start a library scan (of a path under the roots, or all).
+    case update(path: String?)
+}
+
+/// What a command did, for the replies (everything else is read from the player).
+public struct Outcome: Sendable, Equatable {
+    /// Ids of the entries `add` made.
+    public var added: [Int] = []
+    /// Entries `add` left out because a folder's symlink or a playlist line led out of
+    /// the music roots.
+    public var outsideRoots = 0
+    /// Where a seek landed.
+    public var seekedTo: Int64?
+    /// A file `playFile` played (resolved).
+    public var file: String?
+    /// The library scan started.
+    public var job: Int?
+    public init() {}
+}
+
+/// A command refused: a code both protocols map to theirs, and a message for people.
+public struct PlayerError: Error, Sendable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        fileprivate enum Kind: String { case badRequest, invalidArgument, notPlaying, noSuchEntry, outsideLibrary, tooLarge,
+                                             updateRunning, noLibrary, noMixer, stream }
+        fileprivate let kind: Kind
+        /// The engine's code, for `.stream`.
+        public let stream: StreamError.Code?
+        public static let badRequest = Code(kind: .badRequest, stream: nil)
+        public static let invalidArgument = Code(kind: .invalidArgument, stream: nil)
+        public static let notPlaying = Code(kind: .notPlaying, stream: nil)
+        public static let noSuchEntry = Code(kind: .noSuchEntry, stream: nil)
+        public static let outsideLibrary = Code(kind: .outsideLibrary, stream: nil)
+        public static let tooLarge = Code(kind: .tooLarge, stream: nil)
+        public static let updateRunning = Code(kind: .updateRunning, stream: nil)
+        public static let noLibrary = Code(kind: .noLibrary, stream: nil)
+        public static let noMixer = Code(kind: .noMixer, stream: nil)
+        public static func stream(_ c: StreamError.Code) -> Code { Code(kind: .stream, stream: c) }
+        public var description: String { stream?.name ?? kind.rawValue }
+    }
+    public var code: Code
+    public var message: String
+    public init(_ code: Code, _ message: String) { self.code = code; self.message = message }
+    public init(_ e: StreamError) {
+        switch e.code {
+        case .outsideRoots: self.init(.outsideLibrary, e.message)
+        case .tooLarge: self.init(.tooLarge, e.message)
+        default: self.init(.stream(e.code), e.message)
+        }
+    }
+    public var description: String { "\(code): \(message)" }
+}

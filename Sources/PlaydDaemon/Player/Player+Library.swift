@@ -1,0 +1,72 @@
+import CoreStream
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The music library's requests (`update`, `search`, `find`, `list`, `ls`) and the
+/// path policy: with `library.music_roots` set, only files under the roots are played
+/// or queued, unless `library.allow_outside_roots` says otherwise. Control thread.
+extension Player {
+    /// The path to play or queue, resolved; refused when outside the roots. With no
+    /// roots configured (no library) every path is taken as given.
+    ///
+    /// A path outside the roots gets the same answer whether or not it exists (a "no
+    /// such file" would tell a local user which files exist in, say, /root). The roots
+    /// are checked again when the file is opened (``LocalFile``), on the descriptor.
+    public func admit(_ path: String) throws -> String {
+        guard !path.utf8.contains(0) else { throw PlayerError(.badRequest, "a path cannot contain a NUL byte") }
+        guard path.utf8.count <= 4096 else { throw PlayerError(.badRequest, "path longer than 4096 bytes") }
+        guard let library else { return path }
+        if let real = library.resolveInside(path) { return real }
+        if config.allowOutsideRoots { return path }
+        let absolute = path.hasPrefix("/") ? path : (library.roots.first ?? "") + "/" + path
+        // Inside the roots but missing: say so. Outside: one answer for all.
+        if LocalFile.isInside(LocalFile.resolvedParent(absolute), roots: library.roots) {
+            throw StreamError(.fileNotFound, "\(path): no such file")
+        }
+        throw PlayerError(.outsideLibrary,
+                           "\(path) is outside the music roots (\(library.roots.joined(separator: ", "))); set library.allow_outside_roots to allow it")
+    }
+
+    /// `admit` for a list from a folder walk or a playlist: entries outside the roots
+    /// (a symlink out, a playlist line pointing elsewhere) are left out and counted.
+    func admitAll(_ paths: [String]) -> (kept: [String], refused: Int) {
+        guard library != nil else { return (paths, 0) }
+        var kept: [String] = []
+        for p in paths { if let a = try? admit(p) { kept.append(a) } }
+        return (kept, paths.count - kept.count)
+    }
+
+    /// Starts a library scan; returns its job number.
+    func update(_ path: String?) throws -> Int {
+        guard let library else { throw PlayerError(.noLibrary, "no music library: set library.music_roots in the config") }
+        let job = try library.update(path)
+        emit(.updateStarted(job: job))
+        return job
+    }
+
+    /// The library, or the error every library command gives without one.
+    public func requireLibrary() throws(PlayerError) -> MusicLibrary {
+        guard let library else { throw PlayerError(.noLibrary, "no music library: set library.music_roots in the config") }
+        return library
+    }
+
+    /// While a scan runs: a progress event about once a second. From `tick`.
+    func libraryTick() {
+        guard let library, let p = library.progress else { return }
+        let now = monotonicNanoseconds()
+        guard now - lastLibraryEvent > 1_000_000_000 else { return }
+        lastLibraryEvent = now
+        emit(.updateRunning(job: p.job, scanned: p.scanned, rate: p.rate))
+    }
+
+    /// The scanner thread's end report, on the control thread.
+    func libraryScanEnded(_ r: MusicLibrary.ScanReport) {
+        librarySongs = library?.counts().songs ?? 0
+        for u in r.unreadable { logger.warning("library: cannot read", metadata: ["path": "\(u)"]) }
+        logger.info("library updated", metadata: ["job": "\(r.job)", "scanned": "\(r.scanned)", "added": "\(r.added)",
+                                                  "updated": "\(r.updated)", "removed": "\(r.removed)",
+                                                  "seconds": "\(r.seconds)"])
+        emit(.updateFinished(r, songs: librarySongs))
+    }
+}

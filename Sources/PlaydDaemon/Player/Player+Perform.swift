@@ -1,0 +1,206 @@
+import CoreStream
+
+extension Player {
+    /// Carries out one command. What it changed is told at the next ``flush()``.
+    /// Control thread.
+    @discardableResult
+    public func perform(_ command: Command) throws(PlayerError) -> Outcome {
+        do {
+            return try run(command)
+        } catch let e as PlayerError {
+            throw e
+        } catch let e as StreamError {
+            throw PlayerError(e)
+        } catch let e as MusicLibrary.Error {
+            throw PlayerError(e.updateRunning ? .updateRunning : .invalidArgument, e.message)
+        } catch {
+            throw PlayerError(.stream(.internalError), "\(error)")
+        }
+    }
+
+    private func run(_ command: Command) throws -> Outcome {
+        var out = Outcome()
+        switch command {
+        case .playFile(let given, let at, let atSeconds):
+            out.file = try playFile(given, at: at, atSeconds: atSeconds)
+        case .playIndex(let i):
+            try playEntry(try checkedIndex(i))
+        case .playID(let id):
+            try playEntry(try index(ofID: id))
+        case .playQueue:
+            try playQueue()
+        case .transport(let t):
+            transport(t)
+        case .seek(let frames, let seconds, let relative):
+            out.seekedTo = try seek(frames: frames, seconds: seconds, relative: relative)
+        case .seekEntry(let index, let seconds):
+            let i = try checkedIndex(index)
+            if queue.current != i || engine.status().state == .stopped { try playEntry(i) }
+            out.seekedTo = try seek(frames: nil, seconds: seconds, relative: false)
+        case .next: try next()
+        case .previous: try previous()
+        case .add(let sources, let place):
+            (out.added, out.outsideRoots) = try add(sources, place: place)
+        case .remove(let range): try remove(range)
+        case .move(let range, let to): try move(range, to: to)
+        case .clear: clear()
+        case .setRepeat(let on): setOptions { $0.repeats = on }
+        case .setSingle(let s): setOptions { $0.single = s }
+        case .setRepeatMode(let m): setOptions { $0.repeatMode = m }
+        case .setRandom(let on): setOptions { $0.setShuffle(on) }
+        case .setConsume(let on): setOptions { $0.consume = on }
+        case .volume(let v): try setVolume(v)
+        case .mute(let m):
+            var level = currentLevel()
+            level.muted = m ?? !level.muted
+            try applyLevel(level)
+        case .loop(let region): try setLoop(region)
+        case .direction(let d):
+            let before = engine.status().direction
+            engine.setDirection(d)
+            saveState()
+            if before != d { emit(.direction(d)) }
+        case .output(let name, let on):
+            try engine.setOutputEnabled(name, on)
+            saveState()
+        case .update(let path):
+            out.job = try update(path)
+        }
+        return out
+    }
+
+    // MARK: - Checks
+
+    func checkedIndex(_ i: Int) throws -> Int {
+        guard i >= 0 && i < queue.count else {
+            throw PlayerError(.invalidArgument, "index \(i) is outside the queue (0…\(queue.count - 1))")
+        }
+        return i
+    }
+
+    func index(ofID id: Int) throws -> Int {
+        guard let i = queue.index(ofID: id) else { throw PlayerError(.noSuchEntry, "no queue entry with id \(id)") }
+        return i
+    }
+
+    func checkedRange(_ r: Range<Int>) throws -> Range<Int> {
+        guard r.lowerBound >= 0, r.upperBound <= queue.count, !r.isEmpty else {
+            throw PlayerError(.invalidArgument, "\(r.lowerBound)…\(r.upperBound - 1) is outside the queue (0…\(queue.count - 1))")
+        }
+        return r
+    }
+
+    // MARK: - Transport
+
+    /// `pause`, `resume`, `toggle` or `stop`: the engine's own, then what an output
+    /// recovery in progress comes back to.
+    func transport(_ t: Command.Transport) {
+        switch t {
+        case .pause: engine.pause()
+        case .resume: engine.resume()
+        case .toggle: engine.toggle()
+        case .stop: engine.stop()
+        }
+        outputRecoveryTransport(t)
+        saveState()
+    }
+
+    private func playFile(_ given: String, at: Int64?, atSeconds: Double?) throws -> String {
+        guard !given.isEmpty else { throw PlayerError(.badRequest, "the path is empty") }
+        let path = try admit(given)
+        if let s = atSeconds {
+            try engine.play(path: path, fromSeconds: s)
+        } else if let f = at {
+            try engine.play(path: path, from: f)
+        } else {
+            try engine.play(path: path)
+        }
+        // A file played by path is outside the queue.
+        queue.setCurrent(nil)
+        pendingNext = nil
+        saveState()
+        changed(.queue)
+        return path
+    }
+
+    /// Seeks in the current track; returns the frame it landed on.
+    private func seek(frames: Int64?, seconds: Double?, relative: Bool) throws -> Int64 {
+        let s = engine.status()
+        guard let track = s.track, s.state != .stopped else { throw PlayerError(.notPlaying, "nothing is playing to seek in") }
+        var frame: Int64
+        if let f = frames {
+            guard f.magnitude <= UInt64(FrameTime.maxFrames) else { throw PlayerError(.badRequest, "\(f) frames is out of range") }
+            frame = f
+        } else {
+            let v = seconds ?? 0
+            guard v.isFinite, let m = FrameTime.checkedFrames(seconds: abs(v), rate: track.sampleRate) else {
+                throw PlayerError(.badRequest, "\(v) s is out of range")
+            }
+            frame = v < 0 ? -m : m
+        }
+        if relative { frame += s.positionFrames }
+        frame = max(0, min(frame, track.durationFrames ?? Int64.max))
+        try engine.seek(to: frame)
+        saveState()
+        emit(.seeked(frame: frame, seconds: FrameTime.seconds(frame, rate: track.sampleRate)))
+        return frame
+    }
+
+    private func setLoop(_ region: LoopRegion?) throws {
+        let s = engine.status()
+        if let region {
+            guard s.track != nil, s.state != .stopped else { throw PlayerError(.notPlaying, "nothing is playing to loop in") }
+            try engine.setLoop(region)
+        } else if s.track != nil && s.state != .stopped {
+            try engine.setLoop(nil)
+        }
+        saveState()
+        emit(.loop(loopView(engine.status())))
+    }
+
+    // MARK: - Options
+
+    /// repeat, single, random, consume: one place, so both protocols mean the same.
+    private func setOptions(_ change: (inout PlayQueue) -> Void) {
+        let before = (queue.repeats, queue.single, queue.shuffle, queue.consume)
+        change(&queue)
+        guard before != (queue.repeats, queue.single, queue.shuffle, queue.consume) else { return }
+        emit(.options(repeats: queue.repeats, single: queue.single, shuffle: queue.shuffle, consume: queue.consume))
+        // The entry to follow may be another one now.
+        followOn()
+        saveState()
+    }
+
+    // MARK: - Mixer
+
+    private func setVolume(_ v: Command.Volume) throws {
+        guard config.mixer != "none" else { throw PlayerError(.noMixer, "the volume is fixed (volume.mixer = \"none\")") }
+        var level = currentLevel()
+        switch v {
+        case .set(let n):
+            guard (0...100).contains(n) else { throw PlayerError(.invalidArgument, "the volume is a whole number 0…100, not \(n)") }
+            level.volume = n
+        case .change(let d):
+            guard (-100...100).contains(d) else { throw PlayerError(.invalidArgument, "a volume change is −100…100, not \(d)") }
+            level.volume = min(100, max(0, level.volume + d))
+        }
+        try applyLevel(level)
+    }
+
+    func applyLevel(_ level: LevelSettings) throws {
+        let before = currentLevel()
+        if let mixer = hardwareMixer {
+            try mixer.setVolume(level.volume)
+            hardwareVolume = level.volume
+            var software = level
+            software.volume = 100
+            engine.setLevel(software)
+        } else {
+            engine.setLevel(level)
+        }
+        if before != level {
+            saveState()
+            emit(.volume(level.volume, muted: level.muted))
+        }
+    }
+}

@@ -1,0 +1,228 @@
+import CoreStream
+
+/// The queue commands and track transitions. Control thread (commands, and engine
+/// events posted to it).
+extension Player {
+    // MARK: - Editing
+
+    func add(_ sources: [String], place: Command.Place) throws -> (ids: [Int], outside: Int) {
+        guard !sources.isEmpty else { throw PlayerError(.badRequest, "nothing to add") }
+        if case .index(let at) = place, !(0...queue.count).contains(at) {
+            throw PlayerError(.invalidArgument, "position \(at) is outside 0…\(queue.count)")
+        }
+        var files: [String] = []
+        // A StreamError names the path.
+        for p in sources { files += try QueueSources.expand(try admit(p), limits: sourceLimits(adding: files.count)) }
+        // Entries a folder's symlinks or a playlist lead out of the music roots.
+        let (kept, refused) = admitAll(files)
+        try checkRoom(kept.count)
+        let ids: [Int]
+        switch place {
+        case .end: ids = queue.add(kept)
+        case .next: ids = queue.insertNext(kept)
+        case .index(let at): ids = queue.add(kept, at: at)
+        }
+        queueChanged()
+        return (ids, refused)
+    }
+
+    /// Removes the entries in `range` at once: one state write, one notification.
+    func remove(_ range: Range<Int>) throws {
+        let r = try checkedRange(range)
+        let current = queue.current
+        for i in r.reversed() { queue.remove(at: i) }
+        if let c = current, r.contains(c), engine.status().state != .stopped {
+            // As MPD: removing the entry playing goes on with the one after the range.
+            if r.lowerBound < queue.count { try playEntry(r.lowerBound) } else { engine.stop() }
+        }
+        queueChanged()
+    }
+
+    func move(_ range: Range<Int>, to: Int) throws {
+        let r = try checkedRange(range)
+        // `to <= count - r.count`, not `to + r.count <= count`: a `to` of Int.max overflowed.
+        guard to >= 0, to <= queue.count - r.count else {
+            throw PlayerError(.invalidArgument, "position \(to) is outside the queue for \(r.count) entries")
+        }
+        guard r.lowerBound != to else { return }
+        // One at a time keeps ids and the current entry right (PlayQueue.move).
+        if to < r.lowerBound {
+            for k in 0..<r.count { queue.move(from: r.lowerBound + k, to: to + k) }
+        } else {
+            for _ in 0..<r.count { queue.move(from: r.lowerBound, to: to + r.count - 1) }
+        }
+        queueChanged()
+    }
+
+    func clear() {
+        queue.clear()
+        pendingNext = nil
+        transport(.stop)
+        queueChanged()
+    }
+
+    /// What one `add` may bring in: the room left in the queue, the playlist limits.
+    func sourceLimits(adding already: Int = 0) -> QueueSources.Limits {
+        QueueSources.Limits(maxEntries: max(0, config.maxQueueLength - queue.count - already),
+                            playlistBytes: config.maxPlaylistBytes, playlistEntries: config.maxPlaylistEntries)
+    }
+
+    /// Refuses an addition of `n` entries past `limits.max_queue_length`.
+    func checkRoom(_ n: Int) throws {
+        guard queue.count + n <= config.maxQueueLength else {
+            throw PlayerError(.tooLarge, "the queue holds at most \(config.maxQueueLength) entries (limits.max_queue_length); it has \(queue.count), \(n) more do not fit")
+        }
+    }
+
+    // MARK: - Moving through it
+
+    /// Resume when paused; when stopped, start at the current entry or the first.
+    func playQueue() throws {
+        let s = engine.status()
+        if s.state == .paused { transport(.resume); return }
+        guard s.state == .stopped else { return }
+        guard let start = queue.current ?? queue.successor() else {
+            throw PlayerError(.badRequest, "nothing to play: the queue is empty (give a path, an index or an entry)")
+        }
+        try playEntry(start)
+    }
+
+    func next() throws {
+        guard let n = queue.successor(manual: true) else {
+            engine.stop()
+            queue.setCurrent(nil)
+            queueChanged(edited: false)
+            return
+        }
+        try playEntry(n)
+    }
+
+    func previous() throws {
+        guard let p = queue.predecessor() else {
+            if engine.status().state != .stopped {
+                try engine.seek(to: 0)
+                emit(.seeked(frame: 0, seconds: 0))
+            }
+            return
+        }
+        try playEntry(p)
+    }
+
+    /// Plays the entry at `index`; entries that cannot be played are reported in a
+    /// `skipped` event and the ones after them tried, once round the queue at most.
+    func playEntry(_ index: Int) throws {
+        var candidate: Int? = index
+        var tries = 0
+        // Moving to another entry is not an edit, unless consume took the last one out.
+        let before = queue.count
+        defer { queueChanged(edited: queue.count != before) }
+        while let i = candidate, tries < queue.count {
+            tries += 1
+            let id = queue.entries[i].id
+            guard let now = queue.advance(to: i) else { break }
+            pendingNext = nil
+            let path = queue.entries[now].path
+            do {
+                try engine.play(path: path)
+                reportedSkips.removeAll()
+                return
+            } catch {
+                reportSkipped(id: id, path: path, error)
+                candidate = queue.successor(of: now, manual: true)
+                if candidate == now { break }
+            }
+        }
+        engine.stop()
+        queue.setCurrent(nil)
+    }
+
+    /// Queues the entry that follows the current one in the engine, for a gapless
+    /// change (or, when its format needs the device reopened, for playing at the end).
+    func queueNextInEngine() {
+        guard let current = queue.current, engine.status().state != .stopped else { return }
+        var candidate = queue.successor()
+        var tries = 0
+        while let i = candidate, tries < queue.count {
+            tries += 1
+            let e = queue.entries[i]
+            do {
+                let gapless = try engine.setNext(path: e.path)
+                pendingNext = (e.id, gapless)
+                return
+            } catch where error.code == .notPlaying {
+                // The current track ended meanwhile (a short one, or an unpaced output):
+                // its trackEnded plays what comes next. Nothing is wrong with this entry.
+                pendingNext = nil
+                return
+            } catch {
+                reportSkipped(id: e.id, path: e.path, error)
+                candidate = queue.successor(of: i, manual: true)
+                if candidate == current { break }
+            }
+        }
+        pendingNext = nil
+        try? engine.setNext(path: nil)
+    }
+
+    /// An engine `trackStarted` after a gapless change: when it is the entry queued to
+    /// follow, it is current now.
+    func queueTrackStarted(_ info: TrackInfo) {
+        guard let p = pendingNext, p.gapless, let i = queue.index(ofID: p.id), queue.entries[i].path == info.path else { return }
+        pendingNext = nil
+        let before = queue.count
+        queue.advance(to: i)
+        reportedSkips.removeAll()
+        queueChanged(edited: queue.count != before)
+    }
+
+    /// An engine `trackEnded`: when nothing follows gaplessly, play what comes next.
+    func queueTrackEnded(_ path: String) {
+        guard engine.status().state == .stopped, let c = queue.currentEntry, c.path == path else { return }
+        if let p = pendingNext, !p.gapless, let i = queue.index(ofID: p.id) {
+            try? playEntry(i)
+        } else if let n = queue.successor() {
+            try? playEntry(n)
+        } else if queue.single != .off {
+            // Single without repeat: stopped after the song, which stays the current
+            // one (as MPD: `play` plays it again). A oneshot is used up.
+            pendingNext = nil
+            if queue.single == .oneshot {
+                queue.single = .off
+                emit(.options(repeats: queue.repeats, single: queue.single, shuffle: queue.shuffle, consume: queue.consume))
+            }
+            queueChanged(edited: false)
+        } else {
+            // The end of the queue: stopped, no current entry.
+            let before = queue.count
+            queue.advance(to: nil)
+            pendingNext = nil
+            queueChanged(edited: queue.count != before)
+        }
+    }
+
+    /// After an edit (`edited`: MPD's playlist version moves on, `idle playlist`) or a
+    /// move to another entry (`idle player`): the state is saved, the entry to follow
+    /// may be another one.
+    func queueChanged(edited: Bool = true) {
+        if edited { playlistVersion += 1 }
+        followOn()
+        saveState()
+        emit(.queue(length: queue.count, current: queue.current, edited: edited))
+    }
+
+    /// Hands the engine the entry that follows, if that is another one now.
+    func followOn() {
+        let want = queue.successor().map { queue.entries[$0].id }
+        if want != pendingNext?.id { queueNextInEngine() }
+    }
+
+    private func reportSkipped(id: Int, path: String, _ error: Error) {
+        // Refused by setNext and then again by play: one report (see reportedSkips).
+        guard reportedSkips.insert(id).inserted else { return }
+        let e = error as? StreamError
+        let code = e?.code.name ?? "internal"
+        let message = e?.message ?? "\(error)"
+        logger.warning("skipping an unplayable queue entry", metadata: ["track.path": "\(path)", "error": "\(message)"])
+        emit(.skipped(entry: id, path: path, code: code, message: message))
+    }
+}

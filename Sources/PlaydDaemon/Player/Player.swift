@@ -1,0 +1,342 @@
+import CoreStream
+import Logging
+import PlaydProtocol
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The player both protocols drive: engine, queue, library, output recovery, mixer and
+/// saved state, behind typed commands (``perform(_:)``) and read-only views. It knows
+/// no protocol: what changed goes out from one place, ``flush()``, as ``Changes`` and
+/// ``PlayerEvent``s, to whoever ``onNotify`` hands them (the daemon: every session).
+///
+/// Thread: control only (the control server's thread), apart from `init` and
+/// `shutdown()`, which run before and after it. Engine events arrive on the reader
+/// thread and are posted to the control thread (``post``) before they touch anything.
+public final class Player: @unchecked Sendable {
+    // @unchecked Sendable: every mutable field is touched on the control thread only
+    // (see each); other threads reach the player only through `post`, which runs the
+    // work on the control thread.
+    /// Replaced by a reload (SIGHUP). Control thread.
+    public internal(set) var config: DaemonConfig
+    let logger: Logger
+    public let engine: PlaybackEngine
+    let statePath: String
+    /// Runs work on the control thread soon (the server's `post`). Any thread. Set by
+    /// the daemon before ``restore()``, so before anything plays; until then engine
+    /// events are dropped (nothing has played to report).
+    public var post: (@escaping @Sendable () -> Void) -> Void = { _ in }
+    /// Told what changed, once per ``flush()``. Control thread.
+    public var onNotify: ((Changes, [PlayerEvent]) -> Void)?
+
+    /// Saving is off while the saved state is being restored: a save then would write
+    /// "stopped, no file" over the state being restored, and a second crash in that
+    /// window lost the track. Control thread.
+    var restoring = false
+    /// The saved track when it could not be played at start (missing for now): kept in
+    /// the state written until something else is played, so nothing is lost.
+    var unrestored: SavedState?
+    /// Queue entries reported unplayable since the current track started: an entry
+    /// refused by `setNext` and then by `play` is reported once. Control thread.
+    var reportedSkips: Set<Int> = []
+    /// Something changed that the state file holds: written once at the next
+    /// ``flush()`` (a `delete 0:500` is one write, not 500). Control thread.
+    var stateDirty = false
+    var lastSaved: UInt64 = 0
+    /// State files written so far (tests count them: one per command).
+    private(set) var stateWrites = 0
+    /// Changes and events since the last ``flush()``. Control thread.
+    private var pendingChanges = Changes()
+    private var pendingEvents: [PlayerEvent] = []
+
+    /// The play queue. Control thread.
+    public internal(set) var queue = PlayQueue()
+    /// The queue entry handed to the engine to follow the current one: gaplessly, or
+    /// (when its format needs the device reopened) to play when the current ends.
+    /// Control thread.
+    var pendingNext: (id: Int, gapless: Bool)?
+    /// When the daemon started (MPD's `stats` uptime).
+    public let startedAt = monotonicNanoseconds()
+    /// MPD's playlist version: bumped at every queue change. Control thread.
+    public internal(set) var playlistVersion = 1
+    /// The hardware mixer (`volume.mixer = "hardware"`), when it opened.
+    var hardwareMixer: ALSAMixer?
+    /// The volume set through the hardware mixer (the engine's own stays at 100).
+    var hardwareVolume = 100
+    /// The music library, when `library.music_roots` is set.
+    public internal(set) var library: MusicLibrary?
+    /// Songs in the library index (refreshed after each scan). Control thread.
+    public internal(set) var librarySongs = 0
+    /// When the last library progress event went out. Control thread.
+    var lastLibraryEvent: UInt64 = 0
+    /// Tags and durations for queue listings, by path. Control thread.
+    var probeCache: [String: (title: String?, artist: String?, duration: Double?)] = [:]
+    /// Set while the output device is lost (Player+Output.swift). Control thread.
+    var recovery: OutputRecovery?
+
+    /// Opens the output (a broken device fails here) and the library.
+    public init(config: DaemonConfig, logger: Logger) throws {
+        self.config = config
+        self.logger = logger
+        self.statePath = config.resolvedStateFile
+        var ec = PlaybackEngine.Configuration()
+        ec.output = config.outputSpec
+        ec.bufferMillis = config.bufferTime
+        ec.periodMillis = config.periodTime
+        ec.ringFrames = config.ringFrames
+        ec.formatChange = PlaybackEngine.FormatChange(rawValue: config.formatChange) ?? .resample
+        ec.feeds = try config.feeds.map { spec throws(StreamError) in try FeedOutput(spec: spec) }
+        let box = EventSink()
+        engine = PlaybackEngine(configuration: ec, logger: logger) { event in box.forward(event) }
+        engine.setLevel(Self.level(config, engine.status().level))
+        if config.mixer == "hardware" {
+            do {
+                hardwareMixer = try ALSAMixer(device: config.mixerDevice, control: config.mixerControl)
+                hardwareVolume = hardwareMixer?.volume() ?? 100
+            } catch {
+                logger.error("hardware mixer unavailable: using the software volume", metadata: ["error": "\(error.message)"])
+            }
+        }
+        // Open the output now so a broken device fails the start (and READY=1 means it works).
+        try engine.openOutput(for: PCMFormat(sampleRate: 44100, channels: 2))
+        box.target = self
+        if !config.musicRoots.isEmpty {
+            let dbPath = config.libraryDatabase.isEmpty
+                ? String(statePath[..<(statePath.lastIndex(of: "/") ?? statePath.startIndex)]) + "/library.db"
+                : config.libraryDatabase
+            do {
+                try StateStore.makeParents(of: dbPath)
+                library = try MusicLibrary(roots: config.musicRoots, databasePath: dbPath) { [weak box] report in
+                    box?.target?.post { [weak box] in box?.target?.libraryScanEnded(report) }
+                }
+            } catch let e as MusicLibrary.Error {
+                throw DaemonConfig.Error(message: e.message)
+            } catch let e as StateStore.Error {
+                throw DaemonConfig.Error(message: e.message)
+            }
+            librarySongs = library?.counts().songs ?? 0
+            // Every file opened from now on (plays, probes, playlists, covers) is held
+            // to the roots on the descriptor itself, not only when it is queued.
+            if !config.allowOutsideRoots, let roots = library?.roots { LocalFile.roots = roots }
+            logger.info("library", metadata: ["roots": "\(library!.roots)", "database": "\(dbPath)", "songs": "\(librarySongs)"])
+            if config.updateOnStart { _ = try? library?.update() }
+        }
+    }
+
+    /// Restores the saved state (queue, options, volume, outputs, the track and its
+    /// position). Call once, after ``post`` is set: the engine's events from here on go
+    /// through it.
+    public func restore() {
+        restoreState()
+        // What restoring did is no news to anyone; the state file already says it.
+        pendingEvents.removeAll()
+        pendingChanges = []
+        stateDirty = false
+    }
+
+    /// The ReplayGain part of the config applied to `level`.
+    static func level(_ config: DaemonConfig, _ current: LevelSettings) -> LevelSettings {
+        var level = current
+        level.replayGain = ReplayGainMode(rawValue: config.replayGain) ?? .off
+        level.preampDB = config.replayGainPreamp
+        level.missingPreampDB = config.replayGainMissingPreamp
+        level.preventClipping = config.replayGainLimit
+        return level
+    }
+
+    /// Applies a reloaded config's player keys (ReplayGain, roots policy, limits).
+    /// Control thread.
+    func apply(_ new: DaemonConfig) {
+        config = new
+        LocalFile.roots = (!config.allowOutsideRoots ? library?.roots : nil) ?? []
+        engine.setLevel(Self.level(config, engine.status().level))
+    }
+
+    /// Saves and stops the engine. After the control thread has stopped.
+    public func shutdown() {
+        writeState()
+        engine.shutdown()
+    }
+
+    // MARK: - Notification: the one place
+
+    /// Records `event` (and what it changed) for the next ``flush()``.
+    func emit(_ event: PlayerEvent) {
+        pendingEvents.append(event)
+        pendingChanges.formUnion(event.changes)
+    }
+
+    /// Records a change with no event of its own.
+    func changed(_ c: Changes) { pendingChanges.formUnion(c) }
+
+    /// Writes the state if a command changed it, and tells ``onNotify`` what changed
+    /// since the last flush: once per command, whichever protocol sent it. The server
+    /// calls it after every line and every piece of posted work. Control thread.
+    public func flush() {
+        if stateDirty { writeState() }
+        guard !pendingChanges.isEmpty || !pendingEvents.isEmpty else { return }
+        let (c, e) = (pendingChanges, pendingEvents)
+        pendingChanges = []
+        pendingEvents = []
+        onNotify?(c, e)
+    }
+
+    // MARK: - Engine events
+
+    /// Forwards engine events to the control thread. The engine calls it on its reader
+    /// thread (or a feed's).
+    final class EventSink: @unchecked Sendable {
+        // @unchecked Sendable: `target` is set once, before the engine plays anything.
+        weak var target: Player?
+        func forward(_ e: PlaybackEngine.Event) {
+            guard let t = target else { return }
+            t.post { [weak t] in t?.engineEvent(e) }
+        }
+    }
+
+    /// An engine event, on the control thread.
+    func engineEvent(_ e: PlaybackEngine.Event) {
+        switch e {
+        case .trackStarted(let t): emit(.track(t))
+        case .trackEnded(let p):
+            emit(.trackEnd(path: p))
+            queueTrackEnded(p)
+        case .stateChanged(let s):
+            emit(.state(s))
+            // Stopped: hand the heap's free pages back (a long queue of damaged files
+            // leaves ~2 MB of fragments otherwise; measured in BadMediaQueueTests).
+            if s == .stopped { ProcessTuning.releaseFreeMemory() }
+        case .underruns(let n): emit(.underruns(n))
+        case .corruptPackets(let p, let n): emit(.corruptPackets(path: p, count: n))
+        case .error(let err):
+            emit(.error(code: err.code.name, message: err.message))
+            if err.code == .outputFailed { outputLost(err) }
+        case .gaplessTransition(_, let to):
+            // The `track_end` and `track` events went out already; the queue moves on.
+            queueTrackStarted(to)
+        case .loopWrapped(let pass, let remaining): emit(.loopWrapped(passes: pass, remaining: remaining))
+        case .outputChanged(let name):
+            // Listed here, on the control thread: a feed's thread sends this.
+            if let o = engine.outputs().first(where: { $0.name == name }) { emit(.output(o)) }
+        }
+    }
+
+    /// Periodic work on the control thread: save state while playing, output recovery,
+    /// library progress.
+    public func tick() {
+        let now = monotonicNanoseconds()
+        // While the output is lost the position stands still: the state saved before
+        // it went is the one to keep.
+        if recovery == nil && engine.status().state == .playing && now - lastSaved > UInt64(config.saveInterval) * 1_000_000_000 {
+            writeState()
+        }
+        outputRecoveryTick()
+        libraryTick()
+    }
+
+    // MARK: - Views
+
+    /// The level as the user sees it: with a hardware mixer, its volume.
+    public func currentLevel() -> LevelSettings {
+        var level = engine.status().level
+        if hardwareMixer != nil { level.volume = hardwareVolume }
+        return level
+    }
+
+    /// `software`, `hardware` or `none`.
+    public var mixerKind: String { hardwareMixer != nil ? "hardware" : config.mixer == "none" ? "none" : "software" }
+
+    /// The loop region as listings show it.
+    public struct LoopView: Sendable, Equatable {
+        public var start: Int64, end: Int64, rate: Int
+        public var count: Int?, pingPong: Bool, passes: Int64, remaining: Int64?
+    }
+
+    public func loopView(_ s: PlaybackEngine.Status) -> LoopView? {
+        guard let l = s.loop, let rate = s.track?.sampleRate else { return nil }
+        return LoopView(start: l.start, end: l.end, rate: rate, count: l.count, pingPong: l.pingPong,
+                        passes: s.loopPasses, remaining: s.loopRemaining)
+    }
+
+    /// Title, artist and duration of a queued file, probed once and cached.
+    public func probeSummary(_ path: String) -> (title: String?, artist: String?, duration: Double?) {
+        if let s = probeCache[path] { return s }
+        let p = AudioDecoder.probe(path: path)
+        let s = (title: p?.tags["title"], artist: p?.tags["artist"], duration: p?.durationSeconds)
+        probeCache[path] = s
+        return s
+    }
+
+    // MARK: - State
+
+    /// The state file is written at the next ``flush()``.
+    func saveState() { stateDirty = true }
+
+    /// Writes the state file now. Control thread (or at shutdown).
+    func writeState() {
+        guard !restoring else { return }
+        stateDirty = false
+        stateWrites += 1
+        lastSaved = monotonicNanoseconds()
+        let s = engine.status()
+        if let kept = unrestored, s.track == nil {
+            // The track saved before could not be played at start: keep it.
+            var state = kept
+            state.queue = queue
+            state.volume = currentLevel().volume
+            state.muted = s.level.muted
+            do { try StateStore.save(state, to: statePath) } catch {
+                logger.error("cannot save state", metadata: ["state.path": "\(statePath)", "error": "\(error)"])
+            }
+            return
+        }
+        unrestored = nil
+        var loop = s.loop
+        if let c = s.loopRemaining { loop?.count = Int(c) }
+        let state = SavedState(file: s.track?.path, positionFrames: s.positionFrames, sampleRate: s.track?.sampleRate,
+                               state: s.state.rawValue, loop: loop, direction: s.direction,
+                               volume: currentLevel().volume, muted: s.level.muted, queue: queue,
+                               disabledOutputs: engine.outputs().filter { !$0.enabled }.map(\.name))
+        do {
+            try StateStore.save(state, to: statePath)
+        } catch {
+            logger.error("cannot save state", metadata: ["state.path": "\(statePath)", "error": "\(error)"])
+        }
+    }
+
+    private func restoreState() {
+        StateStore.removeLeftovers(of: statePath)
+        restoring = true
+        defer { restoring = false }
+        let saved: SavedState?
+        do {
+            saved = try StateStore.load(from: statePath)
+        } catch {
+            logger.warning("ignoring the saved state", metadata: ["state.path": "\(statePath)", "error": "\(error)"])
+            return
+        }
+        guard let st = saved else { return }
+        queue = st.queue
+        engine.setDirection(st.direction)
+        for name in st.disabledOutputs {
+            // An output no longer configured is forgotten.
+            try? engine.setOutputEnabled(name, false)
+        }
+        var level = currentLevel()
+        // A hardware mixer keeps its own level (others may set it); the software one is ours.
+        if hardwareMixer == nil { level.volume = st.volume }
+        level.muted = st.muted
+        _ = try? applyLevel(level)
+        guard let file = st.file, config.resume != "stopped", st.state != "stopped" else { return }
+        do {
+            try engine.play(path: file, from: st.positionFrames, paused: config.resume != "playing")
+            if let l = st.loop {
+                do { try engine.setLoop(l) } catch { logger.warning("cannot restore the loop region", metadata: ["error": "\(error)"]) }
+            }
+            logger.info("restored", metadata: ["track.path": "\(file)", "position.frames": "\(st.positionFrames)"])
+        } catch {
+            logger.warning("cannot restore the saved track", metadata: ["track.path": "\(file)", "error": "\(error)"])
+            unrestored = st
+        }
+    }
+}

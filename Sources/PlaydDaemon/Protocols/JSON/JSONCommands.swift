@@ -1,0 +1,358 @@
+import CoreStream
+import PlaydProtocol
+
+/// The JSON protocol's command table: each `cmd` name, and how its request becomes a
+/// ``Command`` (or a read of the player) and its reply (docs/protocol.md). The session
+/// (JSONSession.swift) looks commands up here; nothing else knows the names.
+enum JSONCommands {
+    /// What a handler gets: the player, the request object, the session (for
+    /// `subscribe`), and the server's counters (for `status`).
+    struct Context {
+        let player: Player
+        let request: JSON
+        let session: JSONSession
+        let counters: ServerCounters
+        subscript(_ key: String) -> JSON? { request[key] }
+    }
+    typealias Handler = @Sendable (Context) throws -> [(String, JSON)]
+
+    static let table: [String: Handler] = [
+        "ping": { _ in [("pong", .bool(true))] },
+        "version": { _ in [("version", .string(Daemon.version)), ("protocol", .int(1))] },
+        "status": { c in JSONEncoding.status(c.player, c.counters) },
+        "play": play,
+        "pause": { c in try c.player.perform(.transport(.pause)); return [] },
+        "resume": { c in try c.player.perform(.transport(.resume)); return [] },
+        "toggle": { c in try c.player.perform(.transport(.toggle)); return [] },
+        "stop": { c in try c.player.perform(.transport(.stop)); return [] },
+        "seek": seek,
+        "loop": loop,
+        "direction": { c in
+            guard let v = c["direction"] else { throw PlayerError(.badRequest, "direction needs \"direction\": \"forward\" or \"reverse\"") }
+            guard let name = v.stringValue, let d = PlayDirection(rawValue: name) else {
+                throw PlayerError(.badRequest, "\"direction\" must be \"forward\" or \"reverse\"")
+            }
+            try c.player.perform(.direction(d))
+            return [("direction", .string(d.rawValue))]
+        },
+        "volume": { c in
+            if let v = c["set"] {
+                guard let n = v.integer(in: 0...100) else { throw PlayerError(.invalidArgument, "\"set\" must be a whole number 0…100") }
+                try c.player.perform(.volume(.set(Int(n))))
+            } else if let v = c["change"] {
+                guard let n = v.integer(in: -100...100) else { throw PlayerError(.invalidArgument, "\"change\" must be a whole number −100…100") }
+                try c.player.perform(.volume(.change(Int(n))))
+            }
+            return level(c.player)
+        },
+        "mute": { c in
+            var on: Bool?
+            if let m = c["muted"], !m.isNull {
+                guard let b = m.boolValue else { throw PlayerError(.badRequest, "\"muted\" must be true or false") }
+                on = b
+            }
+            try c.player.perform(.mute(on))
+            return level(c.player)
+        },
+        "cover": { c in
+            let s = c.player.engine.status()
+            guard let t = s.track, s.state != .stopped else { throw PlayerError(.notPlaying, "nothing is playing") }
+            guard let art = try AudioDecoder.coverArt(path: t.path) else { return [("cover", .null)] }
+            return [("cover", .obj(("mime", .string(art.mime)), ("size", .int(Int64(art.bytes.count))),
+                                   ("data", .string(Base64.encode(art.bytes)))))]
+        },
+        "outputs": { c in [("outputs", .array(c.player.engine.outputs().map { .object(JSONEncoding.outputMembers($0)) }))] },
+        "output": { c in
+            guard let name = c["name"]?.stringValue, !name.isEmpty else { throw PlayerError(.badRequest, "output needs \"name\" (see `outputs`)") }
+            guard let on = c["enabled"]?.boolValue else { throw PlayerError(.badRequest, "output needs \"enabled\": true or false") }
+            try c.player.perform(.output(name: name, enabled: on))
+            guard let o = c.player.engine.outputs().first(where: { $0.name == name }) else { return [] }
+            return JSONEncoding.outputMembers(o)
+        },
+        // The queue.
+        "add": { c in try add(c, place: .end) },
+        "insert": { c in try add(c, place: .next) },
+        "remove": { c in
+            let i = try entryIndex(c)
+            try c.player.perform(.remove(i..<(i + 1)))
+            return [("length", .int(c.player.queue.count))]
+        },
+        "move": { c in
+            let from = try entryIndex(c)
+            let q = c.player.queue
+            guard let to = c["to"]?.integer(in: 0...Int64(max(0, q.count - 1))) else {
+                throw PlayerError(.invalidArgument, "\"to\" must be an index 0…\(q.count - 1)")
+            }
+            try c.player.perform(.move(from..<(from + 1), to: Int(to)))
+            return []
+        },
+        "clear": { c in try c.player.perform(.clear); return [] },
+        "queue": { c in
+            let q = c.player.queue
+            return [("queue", .array(q.entries.enumerated().map { JSONEncoding.entry(c.player, $0.offset, $0.element) })),
+                    ("current", q.current.map { JSON.int(Int64($0)) } ?? .null)]
+        },
+        "next": { c in try c.player.perform(.next); return JSONEncoding.current(c.player) },
+        "prev": { c in try c.player.perform(.previous); return JSONEncoding.current(c.player) },
+        "repeat": { c in
+            guard let m = c["mode"]?.stringValue, let mode = PlayQueue.Repeat(rawValue: m) else {
+                throw PlayerError(.badRequest, "repeat needs \"mode\": off, on or one")
+            }
+            try c.player.perform(.setRepeatMode(mode))
+            return JSONEncoding.options(c.player.queue)
+        },
+        "single": { c in
+            guard let m = c["mode"]?.stringValue, let mode = PlayQueue.Single(rawValue: m) else {
+                throw PlayerError(.badRequest, "single needs \"mode\": off, on or oneshot")
+            }
+            try c.player.perform(.setSingle(mode))
+            return JSONEncoding.options(c.player.queue)
+        },
+        "shuffle": { c in
+            guard let on = c["on"]?.boolValue else { throw PlayerError(.badRequest, "shuffle needs \"on\": true or false") }
+            try c.player.perform(.setRandom(on))
+            return JSONEncoding.options(c.player.queue)
+        },
+        "consume": { c in
+            guard let on = c["on"]?.boolValue else { throw PlayerError(.badRequest, "consume needs \"on\": true or false") }
+            try c.player.perform(.setConsume(on))
+            return JSONEncoding.options(c.player.queue)
+        },
+        // The library.
+        "update": { c in
+            let job = try c.player.perform(.update(path: c["path"]?.stringValue)).job ?? 0
+            return [("job", .int(job))]
+        },
+        "search": { c in
+            let library = try c.player.requireLibrary()
+            guard let q = c["query"]?.stringValue, !q.isEmpty else { throw PlayerError(.badRequest, "search needs \"query\"") }
+            return try songs(c, library.search(q, limit: limit(c)))
+        },
+        "find": { c in
+            let library = try c.player.requireLibrary()
+            var filters: [(field: String, value: String, prefix: Bool)] = []
+            for (k, v) in c.request.objectMembers ?? [] where MusicLibrary.fields[k] != nil {
+                guard let s = v.stringValue else { throw PlayerError(.badRequest, "\"\(k)\" must be a string") }
+                let prefix = s.hasSuffix("*")
+                filters.append((k, prefix ? String(s.dropLast()) : s, prefix))
+            }
+            guard !filters.isEmpty else {
+                throw PlayerError(.badRequest, "find needs one of \(MusicLibrary.fields.keys.sorted().joined(separator: ", "))")
+            }
+            return try songs(c, library.find(filters, limit: limit(c)))
+        },
+        "list": { c in
+            let library = try c.player.requireLibrary()
+            guard let what = c["what"]?.stringValue else { throw PlayerError(.badRequest, "list needs \"what\": artists or albums") }
+            let field = what.hasSuffix("s") ? String(what.dropLast()) : what
+            var filters: [(field: String, value: String)] = []
+            if let a = c["artist"]?.stringValue { filters.append(("artist", a)) }
+            if let a = c["album"]?.stringValue { filters.append(("album", a)) }
+            return [(what, .array(try library.list(field, filters: filters).map(JSON.string)))]
+        },
+        "ls": { c in
+            let library = try c.player.requireLibrary()
+            let (dirs, songs) = try library.ls(c["path"]?.stringValue)
+            return [("directories", .array(dirs.map(JSON.string))), ("songs", .array(songs.map(JSONEncoding.song)))]
+        },
+        // This connection.
+        "subscribe": { c in
+            var ticks = 0
+            if let t = c["ticks"] {
+                guard let ms = t.integer(in: 50...60_000) else {
+                    throw PlayerError(.badRequest, "\"ticks\" must be a number of milliseconds, 50…60000")
+                }
+                ticks = Int(ms)
+            }
+            c.session.subscribe(ticks: ticks)
+            return [("subscribed", .bool(true))]
+        },
+        "unsubscribe": { c in c.session.unsubscribe(); return [] },
+    ]
+
+    // MARK: - Handlers
+
+    static func level(_ p: Player) -> [(String, JSON)] {
+        let l = p.currentLevel()
+        return [("volume", .int(Int64(l.volume))), ("muted", .bool(l.muted))]
+    }
+
+    static func play(_ c: Context) throws -> [(String, JSON)] {
+        if let p = c["path"] {
+            guard let given = p.stringValue, !given.isEmpty else { throw PlayerError(.badRequest, "\"path\" must be a non-empty string") }
+            guard given.utf8.count <= 4096 else { throw PlayerError(.badRequest, "\"path\" longer than 4096 bytes") }
+            var frames: Int64?, seconds: Double?
+            if let at = c["at"] {
+                let t = try timeArgument(at, field: "at")
+                guard t.direction == 0 else { throw PlayerError(.badRequest, "\"at\" cannot be relative") }
+                switch t.value {
+                case .seconds(let s): seconds = s
+                case .frames(let f): frames = f
+                }
+            }
+            let out = try c.player.perform(.playFile(path: given, at: frames, atSeconds: seconds))
+            return [("file", .string(out.file ?? given))]
+        }
+        if c["index"] != nil || c["entry"] != nil {
+            if let v = c["entry"] {
+                try c.player.perform(.playID(try entryID(v)))
+            } else {
+                try c.player.perform(.playIndex(try entryIndex(c)))
+            }
+        } else {
+            try c.player.perform(.playQueue)
+        }
+        return JSONEncoding.current(c.player)
+    }
+
+    static func seek(_ c: Context) throws -> [(String, JSON)] {
+        guard let to = c["to"] else { throw PlayerError(.badRequest, "seek needs \"to\"") }
+        let t = try timeArgument(to, field: "to")
+        let sign: Double = t.direction < 0 ? -1 : 1
+        let command: Command
+        switch t.value {
+        case .seconds(let s): command = .seek(frames: nil, seconds: sign * s, relative: t.direction != 0)
+        case .frames(let f):
+            guard f <= FrameTime.maxFrames else { throw PlayerError(.badRequest, "\(f) frames is out of range") }
+            command = .seek(frames: t.direction < 0 ? -f : f, seconds: nil, relative: t.direction != 0)
+        }
+        let frame = try c.player.perform(command).seekedTo ?? 0
+        let rate = c.player.engine.status().track?.sampleRate ?? 44100
+        return [("position_frames", .int(frame)), ("position", .number(FrameTime.seconds(frame, rate: rate)))]
+    }
+
+    static func loop(_ c: Context) throws -> [(String, JSON)] {
+        if c["clear"]?.boolValue == true || c["off"]?.boolValue == true {
+            try c.player.perform(.loop(nil))
+            return [("loop", .null)]
+        }
+        guard let a = c["start"], let b = c["end"] else {
+            throw PlayerError(.badRequest, "loop needs \"start\" and \"end\", or \"clear\": true")
+        }
+        let s = c.player.engine.status()
+        guard let track = s.track, s.state != .stopped else { throw PlayerError(.notPlaying, "nothing is playing to loop in") }
+        let ta = try timeArgument(a, field: "start"), tb = try timeArgument(b, field: "end")
+        guard ta.direction == 0 && tb.direction == 0 else { throw PlayerError(.badRequest, "loop points cannot be relative") }
+        let start = try frames(ta, rate: track.sampleRate), end = try frames(tb, rate: track.sampleRate)
+        var count: Int?
+        if let n = c["count"], !n.isNull {
+            guard let v = n.integer(in: 0...999_999_999) else {
+                throw PlayerError(.invalidArgument, "\"count\" must be a whole number ≥ 0 (or null for forever); the current region is kept")
+            }
+            count = Int(v)
+        }
+        var pingPong = false
+        if let p = c["ping_pong"], !p.isNull {
+            guard let v = p.boolValue else { throw PlayerError(.badRequest, "\"ping_pong\" must be true or false") }
+            pingPong = v
+        }
+        try c.player.perform(.loop(LoopRegion(start: start, end: end, count: count, pingPong: pingPong)))
+        return [("loop", JSONEncoding.loop(c.player.loopView(c.player.engine.status())))]
+    }
+
+    static func add(_ c: Context, place: Command.Place) throws -> [(String, JSON)] {
+        var paths: [String] = []
+        if let list = c["paths"]?.arrayValue {
+            paths = list.compactMap(\.stringValue)
+            guard paths.count == list.count else { throw PlayerError(.badRequest, "\"paths\" must be strings") }
+        } else if let p = c["path"]?.stringValue {
+            paths = [p]
+        }
+        guard !paths.isEmpty else { throw PlayerError(.badRequest, "\(place == .end ? "add" : "insert") needs \"path\" or \"paths\"") }
+        let out = try c.player.perform(.add(sources: paths, place: place))
+        var reply: [(String, JSON)] = [("added", .array(out.added.map { JSON.int(Int64($0)) })), ("length", .int(c.player.queue.count))]
+        if out.outsideRoots > 0 { reply.append(("outside_library", .int(out.outsideRoots))) }
+        return reply
+    }
+
+    static func limit(_ c: Context) throws -> Int {
+        guard let l = c["limit"] else { return 10_000 }
+        guard let n = l.integer(in: 1...1_000_000) else { throw PlayerError(.badRequest, "\"limit\" must be 1…1000000") }
+        return Int(n)
+    }
+
+    /// The songs, and with `"add": true` the queue they were appended to.
+    static func songs(_ c: Context, _ songs: [LibrarySong]) throws -> [(String, JSON)] {
+        var out: [(String, JSON)] = [("count", .int(songs.count)), ("songs", .array(songs.map(JSONEncoding.song)))]
+        if c["add"]?.boolValue == true {
+            let o = try c.player.perform(.add(sources: songs.map(\.path), place: .end))
+            out += [("added", .array(o.added.map { JSON.int(Int64($0)) })), ("length", .int(c.player.queue.count))]
+        }
+        return out
+    }
+
+    static func entryID(_ v: JSON) throws -> Int {
+        // Ids are positive and below 2^53 (PlayQueue never gets near): anything else
+        // names no entry, and is checked before it becomes an Int.
+        guard let id = v.integer(in: 0...FrameTime.maxFrames) else {
+            throw PlayerError(.badRequest, "\"entry\" must be an entry id (a whole number ≥ 0), not \(v.text)")
+        }
+        return Int(id)
+    }
+
+    /// "entry" (an id; not "id": a request's "id" is the client's own tag) or "index".
+    static func entryIndex(_ c: Context) throws -> Int {
+        let q = c.player.queue
+        if let v = c["entry"] {
+            let id = try entryID(v)
+            guard let i = q.index(ofID: id) else { throw PlayerError(.invalidArgument, "no queue entry with id \(id)") }
+            return i
+        }
+        if let v = c["index"] ?? c["from"] {
+            guard case .number = v else { throw PlayerError(.badRequest, "\"index\" must be a number, not \(v.text)") }
+            guard let index = v.integer(in: 0...Int64(max(0, q.count - 1))), index < q.count else {
+                throw PlayerError(.invalidArgument, "index \(v.text) is outside the queue (0…\(q.count - 1))")
+            }
+            return Int(index)
+        }
+        throw PlayerError(.badRequest, "give \"entry\" (an entry id) or \"index\"")
+    }
+
+    static func timeArgument(_ v: JSON, field: String) throws -> TimeArgument {
+        let relative = v["relative"]?.boolValue ?? false
+        if let s = v["seconds"]?.numberValue {
+            guard s.isFinite else { throw PlayerError(.badRequest, "\"\(field)\".seconds must be finite") }
+            guard relative || s >= 0 else { throw PlayerError(.invalidArgument, "\"\(field)\" is negative") }
+            return TimeArgument(value: .seconds(abs(s)), direction: relative ? (s < 0 ? -1 : 1) : 0)
+        }
+        if let f = v["frames"]?.numberValue {
+            guard f == f.rounded(), abs(f) < 9e15 else { throw PlayerError(.badRequest, "\"\(field)\".frames must be a whole number") }
+            guard relative || f >= 0 else { throw PlayerError(.invalidArgument, "\"\(field)\" is negative") }
+            return TimeArgument(value: .frames(Int64(abs(f))), direction: relative ? (f < 0 ? -1 : 1) : 0)
+        }
+        if let s = v.numberValue {
+            guard s.isFinite, s >= 0 else { throw PlayerError(.invalidArgument, "\"\(field)\" must be a non-negative number of seconds") }
+            return TimeArgument(value: .seconds(s))
+        }
+        if let text = v.stringValue {
+            do { return try TimeArgument(parsing: text) } catch { throw PlayerError(.badRequest, "\"\(field)\": \(error)") }
+        }
+        throw PlayerError(.badRequest, "\"\(field)\" must be seconds (number), {\"seconds\": …} or {\"frames\": …}")
+    }
+
+    /// Signed frame count of a time argument.
+    static func frames(_ t: TimeArgument, rate: Int) throws -> Int64 {
+        let sign: Int64 = t.direction < 0 ? -1 : 1
+        switch t.value {
+        case .seconds(let s):
+            guard let f = FrameTime.checkedFrames(seconds: s, rate: rate) else { throw PlayerError(.badRequest, "\(s) s is out of range") }
+            return sign * f
+        case .frames(let f):
+            guard f <= FrameTime.maxFrames else { throw PlayerError(.badRequest, "\(f) frames is out of range") }
+            return sign * f
+        }
+    }
+
+    /// The JSON code for a player error.
+    static func code(_ e: PlayerError) -> String {
+        switch e.code {
+        case .badRequest, .noLibrary, .noMixer: return ProtocolErrorCode.badRequest.rawValue
+        case .invalidArgument, .noSuchEntry: return ProtocolErrorCode.invalidArgument.rawValue
+        case .notPlaying: return ProtocolErrorCode.notPlaying.rawValue
+        case .outsideLibrary: return ProtocolErrorCode.outsideLibrary.rawValue
+        case .tooLarge: return ProtocolErrorCode.tooLarge.rawValue
+        case .updateRunning: return ProtocolErrorCode.updateRunning.rawValue
+        default: return e.code.stream?.name ?? ProtocolErrorCode.internal.rawValue
+        }
+    }
+}

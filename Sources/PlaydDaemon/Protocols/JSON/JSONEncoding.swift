@@ -1,0 +1,199 @@
+import CoreStream
+import PlaydProtocol
+
+/// How the JSON protocol shows the player: events, `status`, tracks, songs, outputs
+/// (docs/protocol.md).
+enum JSONEncoding {
+    /// A player event as an event line, or nil for events the JSON protocol does not
+    /// send (none today).
+    static func event(_ e: PlayerEvent, _ player: Player) -> JSON? {
+        func ev(_ name: String, _ members: [(String, JSON)]) -> JSON { .object([("event", .string(name))] + members) }
+        switch e {
+        case .track(let t): return ev("track", [("file", .string(t.path))] + metadata(t))
+        case .trackEnd(let p): return ev("track_end", [("file", .string(p))])
+        case .state(let s): return ev("state", [("state", .string(s.rawValue))])
+        case .seeked(let f, let s): return ev("seeked", [("position", .number(s)), ("position_frames", .int(f))])
+        case .underruns(let n): return ev("underrun", [("underruns", .int(n))])
+        case .corruptPackets(let p, let n): return ev("corrupt_packets", [("file", .string(p)), ("count", .int(n))])
+        case .error(let code, let message): return ev("error", [("code", .string(code)), ("message", .string(message))])
+        case .loopWrapped(let pass, let remaining):
+            return ev("loop_wrapped", [("passes", .int(pass)), ("remaining", remaining.map(JSON.int) ?? .null)])
+        case .loop(let l): return ev("loop", [("loop", loop(l))])
+        case .direction(let d): return ev("direction", [("direction", .string(d.rawValue))])
+        case .volume(let v, let muted): return ev("volume", [("volume", .int(v)), ("muted", .bool(muted))])
+        case .queue(let length, let current, _):
+            return ev("queue", [("length", .int(length)), ("current", current.map { JSON.int($0) } ?? .null)])
+        case .options(let repeats, let single, let shuffle, let consume):
+            return ev("options", options(repeats: repeats, single: single, shuffle: shuffle, consume: consume))
+        case .output(let o): return ev("output", outputMembers(o))
+        case .skipped(let id, let path, let code, let message):
+            return ev("skipped", [("entry", .int(id)), ("file", .string(path)), ("code", .string(code)), ("message", .string(message))])
+        case .outputLost(let code, let message, let retry):
+            return ev("output_lost", [("code", .string(code)), ("message", .string(message)), ("retry_in_ms", .int(retry))])
+        case .outputRestored(let ms, let attempts):
+            return ev("output_restored", [("after_ms", .int(ms)), ("attempts", .int(attempts))])
+        case .updateStarted(let job): return ev("update", [("state", .string("started")), ("job", .int(job))])
+        case .updateRunning(let job, let scanned, let rate):
+            return ev("update", [("state", .string("running")), ("job", .int(job)), ("scanned", .int(scanned)),
+                                 ("rate", .number((rate * 10).rounded() / 10))])
+        case .updateFinished(let r, let songs):
+            return ev("update", [("state", .string("finished")), ("job", .int(r.job)),
+                                 ("scanned", .int(r.scanned)), ("added", .int(r.added)), ("updated", .int(r.updated)),
+                                 ("removed", .int(r.removed)), ("tag_errors", .int(r.tagErrors)),
+                                 ("skipped_links", .int(r.skippedLinks)),
+                                 ("unreadable", .array(r.unreadable.map(JSON.string))), ("seconds", .number(r.seconds)),
+                                 ("songs", .int(songs))])
+        }
+    }
+
+    static func options(repeats: Bool, single: PlayQueue.Single, shuffle: Bool, consume: Bool) -> [(String, JSON)] {
+        var q = PlayQueue()
+        q.repeats = repeats
+        q.single = single
+        return [("repeat", .string(q.repeatMode.rawValue)), ("single", .string(single.rawValue)),
+                ("shuffle", .bool(shuffle)), ("consume", .bool(consume))]
+    }
+
+    static func options(_ q: PlayQueue) -> [(String, JSON)] {
+        options(repeats: q.repeats, single: q.single, shuffle: q.shuffle, consume: q.consume)
+    }
+
+    static func loop(_ l: Player.LoopView?) -> JSON {
+        guard let l else { return .null }
+        return .obj(("start", .number(FrameTime.seconds(l.start, rate: l.rate))), ("end", .number(FrameTime.seconds(l.end, rate: l.rate))),
+                    ("start_frames", .int(l.start)), ("end_frames", .int(l.end)),
+                    ("count", l.count.map(JSON.int) ?? .null), ("ping_pong", .bool(l.pingPong)),
+                    ("passes", .int(l.passes)), ("remaining", l.remaining.map(JSON.int) ?? .null))
+    }
+
+    /// One output as `outputs` and `output` events show it.
+    static func outputMembers(_ o: PlaybackEngine.OutputReport) -> [(String, JSON)] {
+        var m: [(String, JSON)] = [("name", .string(o.name)), ("kind", .string(o.kind)), ("spec", .string(o.spec)),
+                                   ("enabled", .bool(o.enabled)), ("state", .string(o.state)),
+                                   ("format", o.format.map(JSON.string) ?? .null)]
+        if let w = o.framesWritten { m.append(("frames_written", .int(w))) }
+        if let d = o.framesDropped { m.append(("frames_dropped", .int(d))) }
+        m.append(("error", o.error.map(JSON.string) ?? .null))
+        return m
+    }
+
+    /// Tags and stream facts of a track, for `status` and `track` events.
+    static func metadata(_ t: TrackInfo) -> [(String, JSON)] {
+        var m: [(String, JSON)] = []
+        func add(_ key: String, _ v: String?) { if let v { m.append((key, .string(v))) } }
+        func add(_ key: String, _ v: Int?) { if let v { m.append((key, .int(Int64(v)))) } }
+        add("title", t.title)
+        add("artist", t.artist)
+        add("album", t.album)
+        add("album_artist", t.albumArtist)
+        add("track", t.trackNumber)
+        add("disc", t.discNumber)
+        add("date", t.date)
+        add("genre", t.genre)
+        m += [("duration", t.durationSeconds.map(JSON.number) ?? .null),
+              ("codec", .string(t.codec)), ("sample_rate", .int(Int64(t.sampleRate))), ("channels", .int(Int64(t.channels)))]
+        add("bitrate", t.bitRate)
+        add("bit_depth", t.bitsPerSample)
+        m.append(("cover", t.cover.map { .obj(("mime", .string($0.mime)), ("size", .int(Int64($0.size)))) } ?? .null))
+        return m
+    }
+
+    static func song(_ s: LibrarySong) -> JSON {
+        var m: [(String, JSON)] = [("file", .string(s.path))]
+        func add(_ k: String, _ v: String?) { if let v { m.append((k, .string(v))) } }
+        func add(_ k: String, _ v: Int?) { if let v { m.append((k, .int(v))) } }
+        add("title", s.title); add("artist", s.artist); add("album", s.album); add("album_artist", s.albumArtist)
+        add("genre", s.genre); add("date", s.date); add("track", s.track); add("disc", s.disc)
+        m.append(("duration", s.duration.map(JSON.number) ?? .null))
+        add("codec", s.codec); add("sample_rate", s.sampleRate); add("channels", s.channels)
+        if let e = s.error { m.append(("error", .string(e))) }
+        return .object(m)
+    }
+
+    static func entry(_ player: Player, _ index: Int, _ e: PlayQueue.Entry) -> JSON {
+        let summary = player.probeSummary(e.path)
+        return .obj(("index", .int(Int64(index))), ("entry", .int(Int64(e.id))), ("file", .string(e.path)),
+                    ("title", summary.title.map(JSON.string) ?? .null), ("artist", summary.artist.map(JSON.string) ?? .null),
+                    ("duration", summary.duration.map(JSON.number) ?? .null), ("current", .bool(index == player.queue.current)))
+    }
+
+    static func current(_ player: Player) -> [(String, JSON)] {
+        [("current", player.queue.current.map { JSON.int(Int64($0)) } ?? .null),
+         ("entry", player.queue.currentEntry.map { JSON.int(Int64($0.id)) } ?? .null)]
+    }
+
+    /// `status`.
+    static func status(_ player: Player, _ server: ServerCounters) -> [(String, JSON)] {
+        let s = player.playerStatus()
+        var m: [(String, JSON)] = [("state", .string(s.state.rawValue))]
+        if let t = s.track {
+            m += [("file", .string(t.path)),
+                  ("position", .number(s.positionSeconds)),
+                  ("duration", t.durationSeconds.map(JSON.number) ?? .null),
+                  ("position_frames", .int(s.positionFrames)),
+                  ("duration_frames", t.durationFrames.map(JSON.int) ?? .null),
+                  ("duration_is_estimate", .bool(t.durationIsEstimate))]
+            m += metadata(t).filter { $0.0 != "duration" }
+            m.append(("loop", loop(player.loopView(s))))
+        } else {
+            m += [("file", .null), ("position", .number(0)), ("duration", .null), ("position_frames", .int(0)),
+                  ("duration_frames", .null), ("loop", .null)]
+        }
+        m.append(("direction", .string(s.direction.rawValue)))
+        let q = player.queue
+        m.append(("queue", .object([("length", .int(Int64(q.count))), ("current", q.current.map { JSON.int(Int64($0)) } ?? .null),
+                                    ("current_id", q.currentEntry.map { JSON.int(Int64($0.id)) } ?? .null),
+                                    ("next_id", player.pendingNext.map { JSON.int(Int64($0.id)) } ?? .null)] + options(q))))
+        if let library = player.library {
+            var l: [(String, JSON)] = [("songs", .int(player.librarySongs)), ("updating", .bool(library.isScanning))]
+            if let p = library.progress {
+                l += [("job", .int(p.job)), ("scanned", .int(p.scanned)), ("rate", .number((p.rate * 10).rounded() / 10))]
+            }
+            m.append(("library", .object(l)))
+        } else {
+            m.append(("library", .null))
+        }
+        if let o = s.output {
+            m.append(("output", .obj(("device", .string(o.device)), ("format", .string(o.sampleFormat.rawValue)),
+                                     ("sample_rate", .int(o.pcm.sampleRate)), ("channels", .int(o.pcm.channels)),
+                                     ("period_frames", .int(o.periodFrames)), ("buffer_frames", .int(o.bufferFrames)))))
+        } else {
+            m.append(("output", .null))
+        }
+        var outputError = JSON.null
+        if let loss = player.outputLoss {
+            outputError = .obj(("code", .string(loss.error.code.name)), ("message", .string(loss.error.message)),
+                               ("since_ms", .int(loss.sinceMillis)), ("attempts", .int(loss.attempts)),
+                               ("next_retry_ms", .int(loss.nextRetryMillis)))
+        }
+        m += [("volume", .int(Int64(player.currentLevel().volume))), ("muted", .bool(s.level.muted)),
+              ("mixer", .string(player.mixerKind)),
+              ("replay_gain", .obj(("mode", .string(s.level.replayGain.rawValue)),
+                                   ("applied_db", s.replayGainAppliedDB.map(JSON.number) ?? .null),
+                                   ("track_gain_db", s.replayGain.trackGainDB.map(JSON.number) ?? .null),
+                                   ("album_gain_db", s.replayGain.albumGainDB.map(JSON.number) ?? .null))),
+              ("underruns", .int(s.underruns)), ("device_xruns", .int(s.deviceXruns)),
+              ("corrupt_packets", .int(s.corruptPackets)),
+              ("clients_dropped", .int(server.dropped)), ("clients_refused", .int(server.refused)),
+              ("clients_connected", .int(server.connected)), ("clients_over_limits", .int(server.overLimits)),
+              ("clients_timed_out", .int(server.timedOut)),
+              ("output_error", outputError)]
+        if let ns = s.lastStartLatencyNanoseconds {
+            // From the last play/seek request to its first frame written to the output.
+            m.append(("start_latency_ms", .number(Double(ns) / 1e6)))
+        }
+        return m
+    }
+
+    static func position(_ player: Player) -> JSON {
+        let s = player.engine.status()
+        return .obj(("event", .string("position")), ("state", .string(s.state.rawValue)),
+                    ("position", .number(s.positionSeconds)), ("position_frames", .int(s.positionFrames)))
+    }
+}
+
+/// The server's connection counters, as `status` shows them.
+public struct ServerCounters: Sendable {
+    public var dropped = 0, refused = 0, connected = 0, overLimits = 0, timedOut = 0
+    public init() {}
+}

@@ -1,0 +1,265 @@
+import CoreStream
+import PlaydProtocol
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// MPD's commands on playd's player: one table (name, permission, argument count,
+/// handler), as MPD's AllCommands.cxx. ``MPDSession`` checks the permission and the
+/// argument count from it and answers `commands`/`notcommands` from it; the handlers
+/// parse and range-check the arguments into ``Command``s. Control thread.
+enum MPDCommands {
+    typealias Failure = MPDSession.Failure
+    typealias Handler = @Sendable (Player, [String]) throws -> [String]
+    struct Row: Sendable {
+        let name: String
+        let info: MPDSession.CommandInfo
+        let run: Handler
+        init(_ name: String, _ permission: MPDSession.Permission, _ arguments: ClosedRange<Int>, _ run: @escaping Handler) {
+            self.name = name
+            self.info = MPDSession.CommandInfo(permission, arguments)
+            self.run = run
+        }
+    }
+
+    static let rows: [Row] = [
+        Row("ping", .none, 0...0) { _, _ in [] },
+        Row("status", .read, 0...0) { p, _ in status(p) },
+        Row("currentsong", .read, 0...0) { p, _ in song(p, p.queue.current, path: p.engine.status().track?.path) },
+        Row("stats", .read, 0...0) { p, _ in
+            let c = p.library?.counts() ?? (songs: 0, artists: 0, albums: 0, seconds: 0)
+            return ["artists: \(c.artists)", "albums: \(c.albums)", "songs: \(c.songs)",
+                    "uptime: \((monotonicNanoseconds() - p.startedAt) / 1_000_000_000)",
+                    "db_playtime: \(Int(c.seconds))", "db_update: 0", "playtime: 0"]
+        },
+        Row("update", .admin, 0...1) { p, a in try update(p, a) },
+        Row("rescan", .admin, 0...1) { p, a in try update(p, a) },
+        Row("find", .read, 1...Int.max) { p, a in try find(p, a, command: "find") },
+        Row("search", .read, 1...Int.max) { p, a in try find(p, a, command: "search") },
+        Row("findadd", .add, 1...Int.max) { p, a in try find(p, a, command: "findadd") },
+        Row("searchadd", .add, 1...Int.max) { p, a in try find(p, a, command: "searchadd") },
+        Row("list", .read, 1...Int.max) { p, a in try list(p, a) },
+        Row("lsinfo", .read, 0...1) { p, a in try lsinfo(p, a.first ?? "") },
+        // Playback.
+        Row("play", .control, 0...1) { p, a in
+            try p.perform(a.isEmpty ? .playQueue : .playIndex(try position(p, a[0]))); return []
+        },
+        Row("playid", .control, 0...1) { p, a in
+            try p.perform(a.isEmpty ? .playQueue : .playID(try id(p, a[0]))); return []
+        },
+        Row("pause", .control, 0...1) { p, a in
+            try p.perform(.transport(a.isEmpty ? .toggle : try bool(a[0]) ? .pause : .resume)); return []
+        },
+        Row("stop", .control, 0...0) { p, _ in try p.perform(.transport(.stop)); return [] },
+        Row("next", .control, 0...0) { p, _ in try p.perform(.next); return [] },
+        Row("previous", .control, 0...0) { p, _ in try p.perform(.previous); return [] },
+        Row("seek", .control, 2...2) { p, a in
+            try p.perform(.seekEntry(index: try position(p, a[0]), seconds: try time(a[1], relative: false).value)); return []
+        },
+        Row("seekid", .control, 2...2) { p, a in
+            let i = try p.index(ofID: try id(p, a[0]))
+            try p.perform(.seekEntry(index: i, seconds: try time(a[1], relative: false).value)); return []
+        },
+        Row("seekcur", .control, 1...1) { p, a in
+            let t = try time(a[0], relative: true)
+            try p.perform(.seek(frames: nil, seconds: t.value, relative: t.relative)); return []
+        },
+        Row("setvol", .control, 1...1) { p, a in
+            let v = try int(a[0])
+            guard (0...100).contains(v) else { throw Failure(.arg, "Invalid volume value") }
+            try p.perform(.volume(.set(v))); return []
+        },
+        Row("volume", .control, 1...1) { p, a in
+            // Checked before the addition: `volume 9223372036854775807` overflowed here.
+            guard let v = Int(a[0]) else { throw Failure(.arg, "Integer expected: \(a[0])") }
+            guard (-100...100).contains(v) else { throw Failure(.arg, "Number out of range: \(a[0])") }
+            try p.perform(.volume(.change(v))); return []
+        },
+        Row("getvol", .read, 0...0) { p, _ in
+            guard p.config.mixer != "none" else { throw Failure(.system, "No mixer") }
+            return ["volume: \(p.currentLevel().volume)"]
+        },
+        // Options: MPD's four, each on its own (PlayQueue: repeats, single, shuffle, consume).
+        Row("repeat", .control, 1...1) { p, a in try p.perform(.setRepeat(try bool(a[0]))); return [] },
+        Row("single", .control, 1...1) { p, a in
+            let mode: PlayQueue.Single
+            switch a[0] {
+            case "0": mode = .off
+            case "1": mode = .on
+            case "oneshot": mode = .oneshot
+            default: throw Failure(.arg, "Boolean (0/1) or \"oneshot\" expected: \(a[0])")
+            }
+            try p.perform(.setSingle(mode)); return []
+        },
+        Row("random", .control, 1...1) { p, a in try p.perform(.setRandom(try bool(a[0]))); return [] },
+        Row("consume", .control, 1...1) { p, a in try p.perform(.setConsume(try bool(a[0]))); return [] },
+        // The queue.
+        Row("add", .add, 1...2) { p, a in
+            let place: Command.Place = a.count == 2 ? .index(try int(a[1])) : .end
+            try p.perform(.add(sources: [path(p, a[0])], place: place)); return []
+        },
+        Row("addid", .add, 1...2) { p, a in
+            let place: Command.Place = a.count == 2 ? .index(try int(a[1])) : .end
+            if case .index(let at) = place, !(0...p.queue.count).contains(at) { throw Failure(.arg, "Bad song index") }
+            return try p.perform(.add(sources: [path(p, a[0])], place: place)).added.prefix(1).map { "Id: \($0)" }
+        },
+        Row("load", .add, 1...2) { p, a in try p.perform(.add(sources: [path(p, a[0])], place: .end)); return [] },
+        Row("delete", .control, 1...1) { p, a in try p.perform(.remove(try range(p, a[0]))); return [] },
+        Row("deleteid", .control, 1...1) { p, a in
+            let i = try p.index(ofID: try id(p, a[0]))
+            try p.perform(.remove(i..<(i + 1))); return []
+        },
+        Row("clear", .control, 0...0) { p, _ in try p.perform(.clear); return [] },
+        Row("move", .control, 2...2) { p, a in
+            let r = try range(p, a[0])
+            guard let to = Int(a[1]), to >= 0, to <= p.queue.count - r.count else { throw Failure(.arg, "Bad song index") }
+            try p.perform(.move(r, to: to)); return []
+        },
+        Row("playlistinfo", .read, 0...1) { p, a in
+            let r = try a.first.map { try range(p, $0) } ?? 0..<p.queue.count
+            return r.flatMap { song(p, $0, path: nil) }
+        },
+        Row("playlistid", .read, 0...1) { p, a in
+            if let first = a.first {
+                let i = try p.index(ofID: try id(p, first))
+                return song(p, i, path: nil)
+            }
+            return (0..<p.queue.count).flatMap { song(p, $0, path: nil) }
+        },
+        Row("plchanges", .read, 1...2) { p, a in
+            (try int(a[0])) == p.playlistVersion ? [] : (0..<p.queue.count).flatMap { song(p, $0, path: nil) }
+        },
+        Row("listplaylists", .read, 0...0) { _, _ in [] },
+        // Outputs.
+        Row("outputs", .read, 0...0) { p, _ in
+            p.engine.outputs().enumerated().flatMap { i, o in
+                ["outputid: \(i)", "outputname: \(o.name)", "plugin: \(o.kind)", "outputenabled: \(o.enabled ? 1 : 0)"]
+            }
+        },
+        Row("enableoutput", .admin, 1...1) { p, a in try output(p, a[0], { _ in true }) },
+        Row("disableoutput", .admin, 1...1) { p, a in try output(p, a[0], { _ in false }) },
+        Row("toggleoutput", .admin, 1...1) { p, a in try output(p, a[0], { !$0 }) },
+        // Reflection.
+        Row("tagtypes", .none, 0...Int.max) { _, _ in
+            ["Artist", "Album", "AlbumArtist", "Title", "Track", "Disc", "Date", "Genre"].map { "tagtype: \($0)" }
+        },
+        Row("urlhandlers", .none, 0...0) { _, _ in [] },
+        Row("decoders", .none, 0...0) { _, _ in ["plugin: ffmpeg"] + QueueSources.audioExtensions.sorted().map { "suffix: \($0)" } },
+    ]
+
+    static let info: [String: MPDSession.CommandInfo] = Dictionary(uniqueKeysWithValues: rows.map { ($0.name, $0.info) })
+    static let handlers: [String: Handler] = Dictionary(uniqueKeysWithValues: rows.map { ($0.name, $0.run) })
+
+    /// Runs a command the session has checked against ``info``.
+    static func execute(_ player: Player, _ command: String, _ args: [String]) throws(Failure) -> [String] {
+        guard let run = handlers[command] else { throw Failure(.unknown, "unknown command \"\(command)\"") }
+        do {
+            return try run(player, args)
+        } catch let f as Failure {
+            throw f
+        } catch let e as PlayerError {
+            throw failure(e)
+        } catch let e as StreamError {
+            throw failure(PlayerError(e))
+        } catch let e as MusicLibrary.Error {
+            throw Failure(e.updateRunning ? .updateAlready : .arg, e.message)
+        } catch {
+            throw Failure(.system, "\(error)")
+        }
+    }
+
+    /// MPD's ACK code for a player error.
+    static func failure(_ e: PlayerError) -> Failure {
+        switch e.code {
+        case .notPlaying: return Failure(.playerSync, "Not playing")
+        case .noSuchEntry: return Failure(.noExist, "No such song")
+        case .outsideLibrary: return Failure(.permission, e.message)
+        case .tooLarge: return Failure(.playlistMax, e.message)
+        case .updateRunning: return Failure(.updateAlready, e.message)
+        case .noLibrary: return Failure(.system, "No database")
+        case .noMixer: return Failure(.system, "No mixer")
+        case .badRequest, .invalidArgument: return Failure(.arg, e.message)
+        default:
+            switch e.code.stream {
+            case .fileNotFound?: return Failure(.noExist, e.message)
+            case .invalidArgument?: return Failure(.arg, e.message)
+            default: return Failure(.system, e.message)
+            }
+        }
+    }
+
+    // MARK: - Arguments
+
+    static func int(_ s: String) throws -> Int {
+        guard let v = Int(s) else { throw Failure(.arg, "Integer expected: \(s)") }
+        return v
+    }
+
+    static func bool(_ s: String) throws -> Bool {
+        guard s == "0" || s == "1" else { throw Failure(.arg, "Boolean (0/1) expected: \(s)") }
+        return s == "1"
+    }
+
+    static func position(_ p: Player, _ s: String) throws -> Int {
+        let i = try int(s)
+        guard i >= 0 && i < p.queue.count else { throw Failure(.arg, "Bad song index") }
+        return i
+    }
+
+    static func id(_ p: Player, _ s: String) throws -> Int {
+        let v = try int(s)
+        guard p.queue.index(ofID: v) != nil else { throw Failure(.noExist, "No such song") }
+        return v
+    }
+
+    /// Seconds, `+N`/`-N` only where relative positions are allowed.
+    static func time(_ text: String, relative allowed: Bool) throws -> (value: Double, relative: Bool) {
+        let relative = text.hasPrefix("+") || text.hasPrefix("-")
+        // Range-checked by the player before any conversion: `seekcur 1e300` trapped.
+        guard !relative || allowed, let v = Double(text), v.isFinite else { throw Failure(.arg, "Time expected: \(text)") }
+        return (v, relative)
+    }
+
+    /// "N" or "START:END" (END exclusive; open END = the end of the queue).
+    static func range(_ p: Player, _ text: String) throws -> Range<Int> {
+        let count = p.queue.count
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        // `lo < count` before `lo + 1`: a range of Int.max overflowed here.
+        guard parts.count <= 2, let lo = Int(parts[0]), lo >= 0, lo < count else { throw Failure(.arg, "Bad song index") }
+        let hi = parts.count == 2 ? (parts[1].isEmpty ? count : Int(parts[1]) ?? -1) : lo + 1
+        guard hi > lo, hi <= count else { throw Failure(.arg, "Bad song index") }
+        return lo..<hi
+    }
+
+    static func output(_ p: Player, _ arg: String, _ change: (Bool) -> Bool) throws -> [String] {
+        let list = p.engine.outputs()
+        let i = try int(arg)
+        guard i >= 0 && i < list.count else { throw Failure(.noExist, "No such audio output") }
+        try p.perform(.output(name: list[i].name, enabled: change(list[i].enabled)))
+        return []
+    }
+
+    static func update(_ p: Player, _ a: [String]) throws -> [String] {
+        guard p.library != nil else { throw Failure(.system, "No database") }
+        let job = try p.perform(.update(path: a.first.map { path(p, $0) })).job ?? 0
+        return ["updating_db: \(job)"]
+    }
+
+    // MARK: - URIs
+
+    /// The music directory MPD URIs are relative to: the first `library.music_roots`.
+    static func root(_ p: Player) -> String? {
+        p.library?.roots.first ?? p.config.musicRoots.first.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
+    }
+
+    static func path(_ p: Player, _ uri: String) -> String {
+        if uri.hasPrefix("/") { return uri }
+        if uri.hasPrefix("file://") { return String(uri.dropFirst(7)) }
+        return (root(p) ?? "") + "/" + uri
+    }
+
+    static func uri(_ p: Player, _ path: String) -> String {
+        if let root = root(p), path.hasPrefix(root + "/") { return String(path.dropFirst(root.count + 1)) }
+        return path
+    }
+}

@@ -1,0 +1,119 @@
+import Foundation
+import Logging
+import Synchronization
+import Testing
+import CoreStream
+import CoreStreamTestSupport
+@testable import PlaydDaemon
+
+/// The Player in-process, without sockets (as swift-nio tests handlers with
+/// EmbeddedChannel): typed commands against the unpaced null output, and what each
+/// tells its subscribers.
+@Suite("Player, in-process", .serialized)
+struct PlayerTests {
+    final class Box: @unchecked Sendable {
+        // @unchecked Sendable: `posted` is behind its Mutex; the rest is the test thread's.
+        var changes = Changes(); var events: [PlayerEvent] = []; var flushes = 0
+        let posted = Mutex<[@Sendable () -> Void]>([])
+        /// What the server's loop does in a turn: posted work (engine events), then flush.
+        func turn(_ p: Player) {
+            for work in posted.withLock({ l -> [@Sendable () -> Void] in defer { l.removeAll() }; return l }) { work() }
+            p.flush()
+        }
+    }
+
+    /// A player on `null?pace=off` with its own state file; notifications into a box.
+    static func player(name: String = #function) throws -> (Player, Box, String) {
+        let dir = NSTemporaryDirectory() + "playd-player-\(getpid())-\(name.filter(\.isLetter))-\(UInt16.random(in: 0...UInt16.max))"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        var config = DaemonConfig()
+        config.outputDevice = "null?pace=off"
+        config.stateFile = dir + "/state.json"
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let p = try Player(config: config, logger: logger)
+        let box = Box()
+        p.onNotify = { c, e in box.changes.formUnion(c); box.events += e; box.flushes += 1 }
+        p.post = { work in box.posted.withLock { $0.append(work) } }
+        p.restore()
+        return (p, box, dir)
+    }
+
+    static var long: String { Fixtures.named("flac-44100-2.flac").path }
+
+    /// Command → the subsystems it must announce (MPD's idle names).
+    static let rows: [(String, [Command], Changes)] = [
+        ("add", [.add(sources: [long], place: .end)], .queue),
+        ("insert next", [.add(sources: [long], place: .next)], .queue),
+        ("remove", [.remove(0..<1)], .queue),
+        ("move", [.move(0..<1, to: 1)], .queue),
+        ("play index", [.playIndex(0)], .player),
+        ("pause", [.playIndex(0), .transport(.pause)], .player),
+        ("seek", [.playIndex(0), .seek(frames: nil, seconds: 1, relative: false)], .player),
+        ("repeat", [.setRepeat(true)], .options),
+        ("single", [.setSingle(.oneshot)], .options),
+        ("random", [.setRandom(true)], .options),
+        ("consume", [.setConsume(true)], .options),
+        ("volume", [.volume(.set(40))], .mixer),
+        ("mute", [.mute(true)], .mixer),
+        ("output", [.output(name: "local", enabled: false)], .outputs),
+        ("direction", [.playIndex(0), .direction(.reverse)], .player),
+        ("loop", [.playIndex(0), .loop(LoopRegion(start: 100, end: 50_000, count: nil, pingPong: false))], .player),
+        ("clear", [.clear], .queue),
+    ]
+
+    @Test(arguments: rows.map(\.0))
+    func everyChangeIsAnnounced(_ name: String) throws {
+        let row = Self.rows.first { $0.0 == name }!
+        let (p, box, dir) = try Self.player(name: name)
+        defer { p.shutdown(); try? FileManager.default.removeItem(atPath: dir) }
+        try p.perform(.add(sources: [Self.long, Self.long], place: .end))
+        box.turn(p)
+        box.changes = []
+        for c in row.1 { try p.perform(c) }
+        box.turn(p)
+        #expect(box.changes.isSuperset(of: row.2), "\(name): announced \(box.changes.mpdSubsystems.sorted()), wanted \(row.2.mpdSubsystems.sorted())")
+    }
+
+    /// `delete 0:500` (and every bulk edit) is one state write, not 500.
+    @Test func aBulkEditIsOneStateWrite() throws {
+        let (p, box, dir) = try Self.player()
+        defer { p.shutdown(); try? FileManager.default.removeItem(atPath: dir) }
+        try p.perform(.add(sources: Array(repeating: Self.long, count: 600), place: .end))
+        p.flush()
+        let writes = p.stateWrites, flushes = box.flushes
+        try p.perform(.remove(0..<500))
+        p.flush()
+        #expect(p.queue.count == 100)
+        #expect(p.stateWrites == writes + 1)
+        #expect(box.flushes == flushes + 1)
+    }
+
+    /// MPD's four options each on its own: `repeat on, single on, repeat off, single
+    /// off` ends with both off (it said `repeat: 1` before).
+    @Test func repeatAndSingleAreIndependent() throws {
+        let (p, _, dir) = try Self.player()
+        defer { p.shutdown(); try? FileManager.default.removeItem(atPath: dir) }
+        for c: Command in [.setRepeat(true), .setSingle(.on), .setRepeat(false), .setSingle(.off)] { try p.perform(c) }
+        #expect(p.queue.repeats == false && p.queue.single == .off)
+        try p.perform(.setSingle(.on))
+        #expect(p.queue.repeats == false && p.queue.single == .on)
+        #expect(p.queue.repeatMode == .off)
+        try p.perform(.setRepeatMode(.one))
+        #expect(p.queue.repeats && p.queue.single == .on)
+    }
+
+    /// Out-of-range arguments are typed errors, not traps.
+    @Test(arguments: [Command.playIndex(-1), .playIndex(Int.max), .playID(Int.max), .remove(5..<Int.max),
+                      .move(0..<1, to: Int.max), .volume(.set(101)), .volume(.change(Int.min)),
+                      .seek(frames: Int64.min, seconds: nil, relative: true), .seek(frames: nil, seconds: .nan, relative: false),
+                      .add(sources: [long], place: .index(Int.max))])
+    func badArgumentsAreTypedErrors(_ c: Command) throws {
+        let (p, _, dir) = try Self.player(name: "bad")
+        defer { p.shutdown(); try? FileManager.default.removeItem(atPath: dir) }
+        try p.perform(.add(sources: [Self.long], place: .end))
+        try p.perform(.playIndex(0))
+        #expect(throws: PlayerError.self) { try p.perform(c) }
+        #expect(p.engine.status().state == .playing || p.engine.status().state == .stopped)
+    }
+}
