@@ -213,6 +213,44 @@ struct MPDClientTests {
         #expect(h.terminate().status == 0)
     }
 
+    /// MPD's repeat and single, through mpc: independent options (`repeat on, single
+    /// on, repeat off, single off` leaves both off; it said `repeat: on` before), and
+    /// single without repeat stops after the song, which stays current.
+    @Test func repeatAndSingleAreMPDs() throws {
+        let h = try DaemonHarness()
+        try h.start()
+        for args in [["repeat", "on"], ["single", "on"], ["repeat", "off"], ["single", "off"]] {
+            #expect(try mpc(h, args[0], args[1]).0 == 0)
+        }
+        var (st, out) = try mpc(h, "status")
+        #expect(st == 0 && out.contains("repeat: off") && out.contains("single: off"), "\(out)")
+        let short = Fixtures.named("flac-44100-2.flac").path
+        #expect(try mpc(h, "add", short).0 == 0)
+        #expect(try mpc(h, "add", Self.long).0 == 0)
+        #expect(try mpc(h, "single", "on").0 == 0)
+        (st, out) = try mpc(h, "play")
+        #expect(st == 0)
+        // The short song ends; playback stops there instead of going on to the long one.
+        #expect(h.waitFor(seconds: 30) { (try? mpc(h, "status"))?.1.contains("[playing]") == false })
+        (st, out) = try mpc(h, "status")
+        #expect(!out.contains("[playing]") && !out.contains("Ninety"), "\(out)")
+        let raw = try LineClient(path: h.dir + "/mpd.sock")
+        _ = raw.readLine(timeoutMillis: 10_000)
+        #expect(raw.send("status"))
+        var lines: [String] = []
+        while let l = raw.readLine(timeoutMillis: 10_000), l != "OK" { lines.append(l) }
+        #expect(lines.contains("state: stop") && lines.contains("song: 0") && lines.contains("single: 1") && lines.contains("repeat: 0"),
+                "\(lines)")
+        // oneshot: MPD 0.21's third value, shown as such.
+        #expect(raw.send("single oneshot"))
+        #expect(raw.readLine(timeoutMillis: 10_000) == "OK")
+        #expect(raw.send("status"))
+        lines = []
+        while let l = raw.readLine(timeoutMillis: 10_000), l != "OK" { lines.append(l) }
+        #expect(lines.contains("single: oneshot"))
+        #expect(h.terminate().status == 0)
+    }
+
     /// Malformed, overlong and unknown input gets MPD's answer, never a crash; and the
     /// TCP listener, when configured, speaks the same.
     @Test func badInputGetsMPDsAnswers() throws {

@@ -7,10 +7,11 @@ import Glibc
 ///
 /// **Real-time rules** (JACK's list): nothing here allocates, locks, logs, awaits, builds
 /// a `String` or copies an existential. Everything it needs is allocated in `init`, which
-/// runs on the control side before the thread starts. Problems are counted in the
-/// atomics of ``RenderShared`` and reported by other threads.
+/// runs on the render thread itself (`PlaybackEngine.runRender`) before `run()` asks for
+/// SCHED_FIFO and starts the loop: the allocations happen before the real-time part.
+/// Problems are counted in the atomics of ``RenderShared`` and reported by other threads.
 ///
-/// Thread: render only (after init). Real-time safe: yes, except `init`/`deinit`.
+/// Thread: render only, `init` included. Real-time safe: `run()` yes; `init`/`deinit` no.
 struct RenderLoop<Output: AudioOutput>: ~Copyable {
     let shared: RenderShared
     let output: Output

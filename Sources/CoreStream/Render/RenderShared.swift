@@ -150,6 +150,9 @@ public final class RenderShared: @unchecked Sendable {
     /// Wakes the render thread (commands, data after a starvation). Any thread signals.
     public let renderWake: Int32
     /// Wakes the reader thread (low water, flush acknowledged, end of stream, commands).
+    /// Any thread signals. Drained by the reader, and also by the control side while it
+    /// waits for the render thread (a reopen's scheduling report, shutdown's fade),
+    /// which hands a wake-up back afterwards so no command waits for the reader's tick.
     public let readerWake: Int32
 
     /// Whether the user wants sound. Written by the control side; read by render (relaxed:

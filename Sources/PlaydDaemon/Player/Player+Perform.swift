@@ -118,8 +118,7 @@ extension Player {
         // A file played by path is outside the queue.
         queue.setCurrent(nil)
         pendingNext = nil
-        saveState()
-        changed(.queue)
+        queueChanged(edited: false)
         return path
     }
 

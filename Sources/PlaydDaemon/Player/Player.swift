@@ -166,9 +166,6 @@ public final class Player: @unchecked Sendable {
         pendingChanges.formUnion(event.changes)
     }
 
-    /// Records a change with no event of its own.
-    func changed(_ c: Changes) { pendingChanges.formUnion(c) }
-
     /// Writes the state if a command changed it, and tells ``onNotify`` what changed
     /// since the last flush: once per command, whichever protocol sent it. The server
     /// calls it after every line and every piece of posted work. Control thread.
