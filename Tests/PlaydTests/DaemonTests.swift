@@ -310,6 +310,8 @@ struct DaemonTests {
         let s = try #require(h.request("status"))
         #expect(s["queue"]?["length"]?.numberValue == 5 && s["queue"]?["current"]?.isNull == true)
         #expect(h.request("repeat", ("mode", .string("one")))?["repeat"]?.stringValue == "one")
+        (st, _, err) = try h.playctl("single", "oneshot")
+        #expect(st == 0, "\(err)")
         (st, _, _) = try h.playctl("shuffle", "on")
         (st, _, _) = try h.playctl("consume", "on")
         (st, _, _) = try h.playctl("remove", "--index", "1")
@@ -324,6 +326,8 @@ struct DaemonTests {
         try h.start()
         let r = try #require(h.request("status"))
         #expect(r["queue"]?["length"]?.numberValue == 4)
+        // Repeat on with single oneshot still reads `one`; both are kept across the restart.
+        #expect(r["queue"]?["single"]?.stringValue == "oneshot")
         #expect(r["queue"]?["repeat"]?.stringValue == "one" && r["queue"]?["shuffle"]?.boolValue == true
                 && r["queue"]?["consume"]?.boolValue == true)
         #expect(h.request("queue")?["queue"]?.arrayValue?.map { Int($0["entry"]?.numberValue ?? 0) } == [3, 4, 5, 1])

@@ -21,6 +21,11 @@ public struct PlayQueue: Sendable, Equatable {
         case on
         /// Play the current entry again (repeat on, single on; a manual `next` moves on).
         case one
+
+        /// The word for MPD's two options.
+        public init(repeats: Bool, single: Single) {
+            self = repeats ? (single == .off ? .on : .one) : .off
+        }
     }
 
     /// MPD's `single`: after the current entry, stop (repeat off) or play it again
@@ -39,7 +44,7 @@ public struct PlayQueue: Sendable, Equatable {
     /// `repeats` and `single` in one word (JSON `repeat`). Setting `on` or `off` turns
     /// single off; reading gives `off` for single without repeat (see `single`).
     public var repeatMode: Repeat {
-        get { repeats ? (single == .off ? .on : .one) : .off }
+        get { Repeat(repeats: repeats, single: single) }
         set {
             repeats = newValue != .off
             single = newValue == .one ? .on : .off

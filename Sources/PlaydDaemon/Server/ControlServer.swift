@@ -11,7 +11,7 @@ import Glibc
 /// turns lines into replies; the server moves the bytes and enforces the limits.
 ///
 /// A single control thread runs a `poll()` loop over the listening socket, every client
-/// and a wake-up eventfd (events to broadcast, shutdown). Sockets are non-blocking.
+/// and a wake-up eventfd (work posted from other threads, shutdown). Sockets are non-blocking.
 /// Limits keep one client from hurting others (defaults in ``Limits``):
 /// - a request line is at most ``maxLineBytes`` (longer: `line_too_long`, the rest of
 ///   the line is discarded; MPD: the connection is closed);
@@ -30,7 +30,7 @@ import Glibc
 ///   the same peer in the last 10 minutes) and the 5th on one connection closes it.
 /// The render thread is never involved.
 ///
-/// Thread: `run()` on its own thread; `broadcast`/`stop` from any thread.
+/// Thread: `run()` on its own thread; `post`/`stop` from any thread.
 public final class ControlServer: @unchecked Sendable {
     // @unchecked Sendable: everything but `posted` and `stopping` is owned by the
     // thread in `run()`; those two are a Mutex and an Atomic.

@@ -47,10 +47,7 @@ enum JSONEncoding {
     }
 
     static func options(repeats: Bool, single: PlayQueue.Single, shuffle: Bool, consume: Bool) -> [(String, JSON)] {
-        var q = PlayQueue()
-        q.repeats = repeats
-        q.single = single
-        return [("repeat", .string(q.repeatMode.rawValue)), ("single", .string(single.rawValue)),
+        [("repeat", .string(PlayQueue.Repeat(repeats: repeats, single: single).rawValue)), ("single", .string(single.rawValue)),
                 ("shuffle", .bool(shuffle)), ("consume", .bool(consume))]
     }
 

@@ -52,7 +52,7 @@ final class JSONSession: LineSession {
         } catch let e as PlayerError {
             return errorReply(id: id, code: JSONCommands.code(e), e.message)
         } catch let e as StreamError {
-            return errorReply(id: id, code: PlayerError(e).code == .outsideLibrary ? "outside_library" : e.code.name, e.message)
+            return errorReply(id: id, code: e.code.name, e.message)
         } catch let e as MusicLibrary.Error {
             return errorReply(id: id, e.updateRunning ? .updateRunning : .invalidArgument, e.message)
         } catch {
