@@ -80,7 +80,7 @@ struct TransportCaptureTests {
         try expectCutThenTail(capture, try Reference.decode(fixture.path), from: Int(target))
     }
 
-    @Test func stopSilencesAndAllowsReplay() throws {
+    @Test func stopRampsOutWholeAndAllowsReplay() throws {
         let h = EngineHarness(paced: true)
         try h.engine.play(path: fixture.path)
         usleep(400_000)
@@ -91,9 +91,23 @@ struct TransportCaptureTests {
         try h.engine.play(path: fixture.path, from: 120_000)
         #expect(h.waitForEnd())
         let capture = try h.finishCapture()
-        // Part of the first play, then exactly the tail from 120000 (after its ramp-in).
-        let cut = try expectCutThenTail(capture, try Reference.decode(fixture.path), from: 120_000)
+        let reference = try Reference.decode(fixture.path)
+        let ch = fixture.channels
+        let total = reference.count / ch
+        let ramp = fixture.sampleRate / 200
+        // Part of the first play, then the stop's whole 5 ms ramp-out (never cut short,
+        // whichever thread runs first), then exactly the tail from 120000 after its ramp-in.
+        let cut = try #require(firstMismatch(capture.samples, reference, channels: ch))
         #expect(cut > 0 && cut < 44_100)
+        #expect(capture.frames == cut + ramp + (total - 120_000))
+        guard capture.frames == cut + ramp + (total - 120_000) else { return }
+        for i in (cut * ch)..<((cut + ramp) * ch) {
+            #expect(abs(capture.samples[i]) <= abs(reference[i]) + 1e-7)
+            #expect(capture.samples[i] * reference[i] >= 0)
+        }
+        let tail = Array(capture.samples[((cut + ramp) * ch)...])
+        #expect(firstMismatch(tail, Array(reference[(120_000 * ch)...]), channels: ch, from: ramp + 1) == nil,
+                "the replay differs from the source after its ramp-in")
     }
 
     @Test func aBadFileKeepsTheCurrentTrackPlaying() throws {

@@ -181,18 +181,36 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     private mutating func handleFlush() -> Bool {
         let request = shared.flushRequest.load(ordering: .acquiring)  // see the reader's state before its request
         guard request != ackedFlush else { return false }
-        dropDevice()
+        // A flush while stopping (`wantPlaying` off): ramp out first, as a pause does,
+        // and let the device play the ramp (1 ms kept + 5 ms ramp) rather than drop it.
+        // Dropping it cut from full level (a click), and how much of the ramp had been
+        // heard by then depended on which thread ran first: 0 or 39 frames in
+        // TransportCaptureTests under TSan.
+        if state == .running && !shared.wantPlaying.load(ordering: .relaxed) { pause() }
+        let rampQueued = state == .paused && !pausedDeviceIdle
+        if rampQueued {
+            feedPlayed()
+            // What the device still holds belongs to no ring frame any more: one piece
+            // "not from the ring", so a later rewind counts it right.
+            let queued = min(max(0, output.delay()), deviceWritten)
+            pieces[0] = (deviceWritten - queued, queued, -1)
+            pieceHead = 1
+            pieceCount = queued > 0 ? 1 : 0
+        } else {
+            dropDevice()
+            pieceCount = 0
+        }
         shared.ring.discardAll()
         shared.markers.removeAll()
         // The old audio is gone: a new stream starts at the level already set for it
         // (a new track's ReplayGain), not with a ramp from the old one.
         snapLevel = true
         historyCount = 0
-        pieceCount = 0
         gain = 0
         state = state == .failed ? .failed : .starting
         lowWaterSignalled = false
-        pausedDeviceIdle = true
+        // With the ramp queued, a pause that follows waits for it to play, then drops.
+        pausedDeviceIdle = !rampQueued
         drainDeadline = 0
         publishCountdown = 0
         ackedFlush = request
