@@ -264,11 +264,11 @@ public struct DaemonConfig: Sendable, Equatable {
 
     /// The output spec with the fallback chain folded in.
     public var outputSpec: String {
-        guard !outputFallback.isEmpty, outputDevice.hasPrefix("alsa:") else { return outputDevice }
-        var base = outputDevice
-        var query = ""
-        if let q = base.firstIndex(of: "?") { query = String(base[q...]); base = String(base[..<q]) }
-        return ([base] + outputFallback).joined(separator: "|") + query
+        guard !outputFallback.isEmpty, let spec = try? OutputSpec.parse(outputDevice), spec.kind == .alsa else {
+            return outputDevice
+        }
+        let query = spec.options.keys.sorted().map { "\($0)=\(spec.options[$0]!)" }.joined(separator: "&")
+        return "alsa:" + ([spec.target] + outputFallback).joined(separator: "|") + (query.isEmpty ? "" : "?" + query)
     }
 }
 

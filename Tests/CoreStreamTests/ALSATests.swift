@@ -58,9 +58,22 @@ struct ALSATests {
         }
     }
 
-    @Test(arguments: ["bogus", "alsa:", "wav:", "null?pace=maybe", "null?buffer_time=0", "null?color=red", "null?buffer_time=100&period_time=200"])
+    @Test(arguments: ["bogus", "alsa:", "wav:", "null?pace=maybe", "null?buffer_time=0", "null?color=red",
+                      "null?buffer_time=100&period_time=200", "null:x", "alsa?pace=off", "fifo:/tmp/x", "nullx"])
     func badSpecsAreRefused(_ spec: String) {
         #expect(throws: StreamError.self) { _ = try OutputSpec.make(spec) }
+    }
+
+    /// The registry parses each spec into its kind, target and options.
+    @Test("spec parts", arguments: [
+        ("alsa", "alsa", "default"),
+        ("alsa:hw:1|default?buffer_time=500", "alsa", "hw:1|default"),
+        ("null?pace=off", "null", ""),
+        ("wav:/tmp/a:b.wav?pace=off", "wav", "/tmp/a:b.wav"),
+    ])
+    func specParts(_ text: String, _ kind: String, _ target: String) throws {
+        let spec = try OutputSpec.parse(text)
+        #expect(spec.kind.name == kind && spec.target == target)
     }
 
     /// A scratch directory for a test that needs the PulseAudio server.

@@ -58,6 +58,7 @@ struct FeedTests {
         ("fifo:/tmp/x?bogus=1", nil, nil),
         ("fifo:/tmp/x?name=no spaces", nil, nil),
         ("tcp://host:4953", nil, nil),
+        ("alsa:default", nil, nil),  // a local kind is not a feed
         ("fifo:/etc/passwd", nil, nil),  // exists and is not a FIFO
     ] as [(String, String?, String?)])
     func specParsing(spec: String, name: String?, format: String?) {

@@ -150,12 +150,7 @@ struct MPDClientTests {
     /// a new connection per poll, status + currentsong, pause, setvol, seekcur, with its
     /// automatic idle/noidle; then the synchronous client with a command list.
     @Test func pythonMPD2LikeHomeAssistant() throws {
-        let python = "/usr/bin/python3"
-        guard (try? Shell.run([python, "-c", "import mpd"]))?.status == 0 else {
-            #expect(ProcessInfo.processInfo.environment["PLAYD_REQUIRE_PULSE"] != "1",
-                    "python3-mpd is missing: scripts/install-deps --test installs it")
-            return
-        }
+        let python = try Self.pythonWithMPD2()
         let h = try DaemonHarness()
         try h.start()
         #expect(h.request("add", ("path", .string(Self.long)))?["ok"]?.boolValue == true)
@@ -210,6 +205,63 @@ struct MPDClientTests {
         let r = try Shell.run([python, path, h.dir + "/mpd.sock"])
         let out = String(decoding: r.stdout, as: UTF8.self)
         #expect(r.status == 0 && out == "ok 45\n", "\(out) \(r.stderr)")
+        #expect(h.terminate().status == 0)
+    }
+
+    /// Debian's python3-mpd lives under /usr/bin/python3 (scripts/install-deps --test).
+    static func pythonWithMPD2() throws -> String {
+        let python = "/usr/bin/python3"
+        try #require((try? Shell.run([python, "-c", "import mpd"]))?.status == 0,
+                     "python3-mpd is missing: scripts/install-deps --test installs it")
+        return python
+    }
+
+    /// Repeat and single as Home Assistant's mpd integration sets and reads them through
+    /// python-mpd2 (off: repeat 0 single 0; all: repeat 1 single 0; one: repeat 1
+    /// single 1), the four toggles in a row leaving both off, `single oneshot`, and
+    /// single without repeat stopping after the song (waited for with `idle player`).
+    @Test func repeatAndSingleThroughPythonMPD2() throws {
+        let python = try Self.pythonWithMPD2()
+        let h = try DaemonHarness()
+        try h.start()
+        let script = """
+        import sys
+        from mpd import MPDClient
+        c = MPDClient()
+        c.connect(sys.argv[1])
+        def mode():
+            s = c.status()
+            if s["repeat"] == "1":
+                return "one" if s["single"] == "1" else "all"
+            return "off"
+        for repeat, single, want in [(1, 0, "all"), (1, 1, "one"), (0, 0, "off")]:
+            c.repeat(repeat); c.single(single)
+            assert mode() == want, (want, c.status())
+        c.repeat(1); c.single(1); c.repeat(0); c.single(0)
+        s = c.status()
+        assert s["repeat"] == "0" and s["single"] == "0", s
+        c.single("oneshot")
+        assert c.status()["single"] == "oneshot", c.status()
+        c.single(0)
+        c.consume(1); c.random(1)
+        s = c.status()
+        assert s["consume"] == "1" and s["random"] == "1", s
+        c.consume(0); c.random(0)
+        c.add(sys.argv[2]); c.add(sys.argv[3])
+        c.single(1)
+        c.play(0)
+        while c.status()["state"] == "play":
+            c.idle("player")
+        s = c.status()
+        assert s["state"] == "stop" and s["song"] == "0" and s["single"] == "1", s
+        print("ok")
+        c.close(); c.disconnect()
+        """
+        let path = h.dir + "/modes.py"
+        try script.write(toFile: path, atomically: true, encoding: .utf8)
+        let r = try Shell.run([python, path, h.dir + "/mpd.sock", Fixtures.named("flac-44100-2.flac").path, Self.long])
+        #expect(r.status == 0 && String(decoding: r.stdout, as: UTF8.self) == "ok\n",
+                "\(String(decoding: r.stdout, as: UTF8.self)) \(r.stderr)")
         #expect(h.terminate().status == 0)
     }
 

@@ -82,6 +82,9 @@ struct ConfigTests {
         #expect(c.socketMode == 0o600)
         #expect(c.socketGroup == "audio")
         #expect(c.outputSpec == "alsa:hw:0|plughw:0|default")
+        // A bare `alsa` with options folds the same way (it used to need "alsa:").
+        let bare = try DaemonConfig(toml: "[output]\ndevice = \"alsa?buffer_time=500\"\nfallback = [\"null\"]", path: "t.toml")
+        #expect(bare.outputSpec == "alsa:default|null?buffer_time=500")
         #expect(c.bufferTime == 200 && c.periodTime == 50)
         #expect(c.ringFrames == 65536)
         #expect(c.musicRoots == ["/srv/music"])

@@ -171,34 +171,20 @@ public final class FeedOutput: @unchecked Sendable {
 
     /// Checks a spec without making anything: the FIFO's path, format and name.
     public static func parse(spec: String) throws(StreamError) -> (path: String, format: FeedFormat, name: String) {
-        guard spec.hasPrefix("fifo:") else {
-            throw StreamError(.invalidArgument, "feed \(spec): unknown kind (use fifo:PATH[?format=48000:16:2&name=NAME])")
-        }
-        var body = String(spec.dropFirst(5))
-        var options: [String: String] = [:]
-        if let q = body.lastIndex(of: "?") {
-            for pair in body[body.index(after: q)...].split(separator: "&") {
-                let kv = pair.split(separator: "=", maxSplits: 1).map(String.init)
-                guard kv.count == 2 else { throw StreamError(.invalidArgument, "feed \(spec): option '\(pair)' is not key=value") }
-                options[kv[0]] = kv[1]
-            }
-            body = String(body[..<q])
-        }
+        let parsed = try OutputSpec.parse(spec, as: .feed)
+        let body = parsed.target
         guard body.hasPrefix("/") else {
             throw StreamError(.invalidArgument, "feed \(spec): the FIFO path must be absolute")
         }
         var format = FeedFormat.snapcastDefault
-        if let f = options.removeValue(forKey: "format") {
+        if let f = parsed.options["format"] {
             do throws(StreamError) { format = try FeedFormat(parsing: f) } catch {
                 throw StreamError(.invalidArgument, "feed \(spec): \(error.message)")
             }
         }
-        let name = options.removeValue(forKey: "name") ?? "fifo"
+        let name = parsed.options["name"] ?? "fifo"
         guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
             throw StreamError(.invalidArgument, "feed \(spec): name '\(name)' must be letters, digits, - or _")
-        }
-        if let unknown = options.keys.sorted().first {
-            throw StreamError(.invalidArgument, "feed \(spec): unknown option '\(unknown)' (format, name)")
         }
         var st = stat()
         if stat(body, &st) == 0 && (st.st_mode & S_IFMT) != S_IFIFO {

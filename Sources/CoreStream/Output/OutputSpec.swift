@@ -1,12 +1,14 @@
-/// Parses an output spec into an ``AudioOutput``.
+/// An output spec, parsed once: `KIND[:TARGET][?KEY=VALUE&…]`. The kinds, their targets
+/// and options are the registry ``OutputKind/all``; nothing else parses spec text.
 ///
 /// - `alsa:DEVICE` (default `alsa:default`): ALSA with the fallback chain
 ///   `hw:X` → `plughw:X` → `default`. `alsa:A,B,C` with commas is not used because ALSA
 ///   names contain commas (`hw:0,1`); give an explicit chain with `|`: `alsa:hw:1|default`.
 /// - `null`: discard, paced by a clock; `null?pace=off` unpaced.
 /// - `wav:PATH`: capture to a float WAV, paced; `wav:PATH?pace=off` unpaced.
+/// - `fifo:PATH`: a feed (``FeedOutput``), a copy of what the local output plays.
 ///
-/// Options after `?`, joined by `&`: `buffer_time` and `period_time` in milliseconds
+/// Options of the local kinds: `buffer_time` and `period_time` in milliseconds
 /// (defaults 750 and 250), `pace=on|off` for `null` and `wav`.
 ///
 /// Why 750/250 rather than MPD's 500 ms: every period costs a wake-up of the render
@@ -15,62 +17,134 @@
 /// pulse plugin wants at least three periods, hence 750 ms. What it costs: where the
 /// device cannot rewind (pulse), a pause or a software volume change is heard up to a
 /// buffer later.
-public enum OutputSpec {
+public struct OutputSpec: Sendable, Equatable {
     public static let defaultBufferMillis = 750
     public static let defaultPeriodMillis = 250
 
-    public static func make(_ spec: String, bufferMillis: Int = defaultBufferMillis,
-                            periodMillis: Int = defaultPeriodMillis) throws(StreamError) -> any AudioOutput {
-        var body = spec
+    /// What the spec names: the device the render thread writes, or a feed.
+    public enum Role: Sendable {
+        case local, feed
+        var noun: String { self == .local ? "output" : "feed" }
+    }
+
+    /// The spec as written.
+    public let text: String
+    public let kind: OutputKind
+    /// The device (`alsa`), the path (`wav`, `fifo`), or empty (`null`).
+    public let target: String
+    /// The options, each one the kind takes (not yet range-checked).
+    public let options: [String: String]
+
+    /// Splits `text` and checks its kind, target and option names against the registry.
+    public static func parse(_ text: String, as role: Role = .local) throws(StreamError) -> OutputSpec {
+        func fail(_ why: String) -> StreamError { StreamError(.invalidArgument, "\(role.noun) \(text): \(why)") }
+        var body = Substring(text)
         var options: [String: String] = [:]
-        if let q = spec.lastIndex(of: "?") {
-            body = String(spec[..<q])
-            for pair in spec[spec.index(after: q)...].split(separator: "&") {
+        if let q = text.lastIndex(of: "?") {
+            body = text[..<q]
+            for pair in text[text.index(after: q)...].split(separator: "&") {
                 let kv = pair.split(separator: "=", maxSplits: 1).map(String.init)
-                guard kv.count == 2 else { throw StreamError(.invalidArgument, "output \(spec): option '\(pair)' is not key=value") }
+                guard kv.count == 2 else { throw fail("option '\(pair)' is not key=value") }
                 options[kv[0]] = kv[1]
             }
         }
-        func millis(_ key: String, _ fallback: Int) throws(StreamError) -> Int {
-            guard let v = options.removeValue(forKey: key) else { return fallback }
-            guard let n = Int(v), n > 0, n <= 10_000 else {
-                throw StreamError(.invalidArgument, "output \(spec): \(key) must be 1…10000 ms, got '\(v)'")
-            }
-            return n
+        let name = body.prefix { $0 != ":" }
+        let kinds = OutputKind.all.filter { $0.role == role }
+        guard let kind = kinds.first(where: { $0.name == name }) else {
+            throw fail("unknown kind '\(name)' (use \(kinds.map(\.usage).joined(separator: ", ")))")
         }
-        func pace() throws(StreamError) -> Bool {
-            guard let v = options.removeValue(forKey: "pace") else { return true }
-            switch v {
-            case "on", "true", "1": return true
-            case "off", "false", "0": return false
-            default: throw StreamError(.invalidArgument, "output \(spec): pace must be on or off, got '\(v)'")
-            }
+        var target = body.count > name.count ? String(body.dropFirst(name.count + 1)) : ""
+        switch kind.target {
+        case .none:
+            guard body.count == name.count else { throw fail("\(kind.name) takes no target") }
+        case .optional(let fallback):
+            if body.count == name.count { target = fallback }
+            guard !target.isEmpty else { throw fail("\(kind.name): needs a \(kind.targetNoun)") }
+        case .required:
+            guard !target.isEmpty else { throw fail("\(kind.name): needs a \(kind.targetNoun)") }
         }
+        if let unknown = options.keys.sorted().first(where: { !kind.options.contains($0) }) {
+            throw fail("unknown option '\(unknown)' (\(kind.name) takes \(kind.options.joined(separator: ", ")))")
+        }
+        return OutputSpec(text: text, kind: kind, target: target, options: options)
+    }
+
+    /// Makes the local output `text` names, with its buffer and period (an option in the
+    /// spec wins over the given defaults).
+    public static func make(_ text: String, bufferMillis: Int = defaultBufferMillis,
+                            periodMillis: Int = defaultPeriodMillis) throws(StreamError) -> any AudioOutput {
+        try parse(text).makeOutput(bufferMillis: bufferMillis, periodMillis: periodMillis)
+    }
+
+    public func makeOutput(bufferMillis: Int = defaultBufferMillis,
+                           periodMillis: Int = defaultPeriodMillis) throws(StreamError) -> any AudioOutput {
         let buffer = try millis("buffer_time", bufferMillis)
         let period = try millis("period_time", min(periodMillis, buffer))
         guard period <= buffer else {
-            throw StreamError(.invalidArgument, "output \(spec): period_time \(period) ms exceeds buffer_time \(buffer) ms")
+            throw fail("period_time \(period) ms exceeds buffer_time \(buffer) ms")
         }
-        let output: any AudioOutput
-        if body == "null" {
-            output = NullOutput(paced: try pace(), bufferTimeMicros: buffer * 1000, periodTimeMicros: period * 1000)
-        } else if body.hasPrefix("wav:") {
-            let path = String(body.dropFirst(4))
-            guard !path.isEmpty else { throw StreamError(.invalidArgument, "output \(spec): wav: needs a path") }
-            output = WAVOutput(path: path, paced: try pace(), bufferTimeMicros: buffer * 1000, periodTimeMicros: period * 1000)
-        } else if body == "alsa" || body.hasPrefix("alsa:") {
-            let device = body == "alsa" ? "default" : String(body.dropFirst(5))
-            guard !device.isEmpty else { throw StreamError(.invalidArgument, "output \(spec): alsa: needs a device name") }
-            let chain = device.contains("|")
-                ? device.split(separator: "|").map(String.init)
-                : ALSAOutput.fallbackChain(for: device)
-            output = ALSAOutput(spec: spec, chain: chain, bufferTimeMicros: buffer * 1000, periodTimeMicros: period * 1000)
-        } else {
-            throw StreamError(.invalidArgument, "output \(spec): unknown output (use alsa:DEVICE, null or wav:PATH)")
+        switch kind {
+        case .null:
+            return NullOutput(paced: try pace(), bufferTimeMicros: buffer * 1000, periodTimeMicros: period * 1000)
+        case .wav:
+            return WAVOutput(path: target, paced: try pace(), bufferTimeMicros: buffer * 1000, periodTimeMicros: period * 1000)
+        case .alsa:
+            let chain = target.contains("|")
+                ? target.split(separator: "|").map(String.init)
+                : ALSAOutput.fallbackChain(for: target)
+            return ALSAOutput(spec: text, chain: chain, bufferTimeMicros: buffer * 1000, periodTimeMicros: period * 1000)
+        default:
+            throw fail("a \(kind.name) is not a local output")
         }
-        if let unknown = options.keys.sorted().first {
-            throw StreamError(.invalidArgument, "output \(spec): unknown option '\(unknown)'")
-        }
-        return output
     }
+
+    private func fail(_ why: String) -> StreamError {
+        StreamError(.invalidArgument, "\(kind.role.noun) \(text): \(why)")
+    }
+
+    private func millis(_ key: String, _ fallback: Int) throws(StreamError) -> Int {
+        guard let v = options[key] else { return fallback }
+        guard let n = Int(v), n > 0, n <= 10_000 else { throw fail("\(key) must be 1…10000 ms, got '\(v)'") }
+        return n
+    }
+
+    private func pace() throws(StreamError) -> Bool {
+        switch options["pace"] {
+        case nil, "on", "true", "1": return true
+        case "off", "false", "0": return false
+        case let v?: throw fail("pace must be on or off, got '\(v)'")
+        }
+    }
+}
+
+/// One kind of output in the registry: its name, whether it is the local device or a
+/// feed, what its target is, and the options it takes.
+public struct OutputKind: Sendable, Hashable {
+    public enum Target: Sendable, Hashable {
+        /// No target (`null`).
+        case none
+        /// A target, this one when the spec names none (`alsa` → `default`).
+        case optional(String)
+        case required
+    }
+
+    public let name: String
+    public let role: OutputSpec.Role
+    public let target: Target
+    let targetNoun: String
+    public let options: [String]
+    /// How the kind is written, for error messages.
+    public let usage: String
+
+    private static let local = ["buffer_time", "period_time"]
+    public static let alsa = OutputKind(name: "alsa", role: .local, target: .optional("default"), targetNoun: "device name",
+                                        options: local, usage: "alsa:DEVICE")
+    public static let null = OutputKind(name: "null", role: .local, target: .none, targetNoun: "",
+                                        options: local + ["pace"], usage: "null")
+    public static let wav = OutputKind(name: "wav", role: .local, target: .required, targetNoun: "path",
+                                       options: local + ["pace"], usage: "wav:PATH")
+    public static let fifo = OutputKind(name: "fifo", role: .feed, target: .required, targetNoun: "path",
+                                        options: ["format", "name"], usage: "fifo:PATH[?format=48000:16:2&name=NAME]")
+    /// The registry.
+    public static let all: [OutputKind] = [alsa, null, wav, fifo]
 }

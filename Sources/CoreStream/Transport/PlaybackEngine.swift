@@ -176,29 +176,9 @@ public final class PlaybackEngine: @unchecked Sendable {
     /// restarted, so `control` need not be. Taken before `control`, never while holding
     /// it; never taken by the reader or render thread.
     private let reconfigure = Locked(())
+    /// Commands to the reader thread (``ReaderLoop``).
+    private let mailbox: ReaderMailbox
 
-    // Reader commands. Protected by `commands`; pushed by the control side, taken by the reader.
-    private enum Command {
-        case load(Handoff<AudioDecoder>, start: Int64, direction: PlayDirection, generation: UInt64)
-        case seek(Int64, generation: UInt64)
-        case edit(Edit)
-        case next(Handoff<AudioDecoder>?, generation: UInt64)
-        case stop(generation: UInt64)
-        case detach(Handoff<Semaphore>)
-        case barrier(Handoff<Semaphore>)
-        case quit
-    }
-    /// Changes that keep the stream going: the reader splices them in.
-    fileprivate enum Edit {
-        case loop(LoopRegion?, epoch: UInt32)
-        case direction(PlayDirection)
-    }
-    private let commands = Locked<[Command]>([])
-    /// Set by `send` after it appends, cleared by the reader before it takes the list:
-    /// `fill()` stops at the next step when a command waits. Against an output that
-    /// takes audio as fast as it comes (`null?pace=off`, a capture) the ring never
-    /// fills, and a detach waited up to 1.2 s for a fill to end (LockOrderTests).
-    private let commandWaiting = Atomic<Bool>(false)
     /// Set at init; cleared by `shutdown()` under `reconfigure`, and read under it.
     private var readerThread: PThread?
     private let shutDown = Atomic<Bool>(false)
@@ -212,10 +192,10 @@ public final class PlaybackEngine: @unchecked Sendable {
         // nothing, so no memory is spent on a ring for a format not yet known.
         shared = RenderShared(ringFrames: 1, retainFrames: 0, channels: 1,
                               lowWater: configuration.ringFrames / 3)
-        let shared = self.shared
-        let reader = ReaderState(shared: shared, chunk: 4096)
-        let handoff = Handoff((reader, self))
-        readerThread = PThread(name: "playd-reader") { handoff.value.1.readerMain(handoff.value.0) }
+        mailbox = ReaderMailbox(wake: shared.readerWake)
+        let reader = ReaderLoop(shared: shared, chunk: 4096, mailbox: mailbox, host: self, logger: logger, onEvent: onEvent)
+        let handoff = Handoff(reader)
+        readerThread = PThread(name: "playd-reader") { handoff.value.run() }
         for feed in configuration.feeds {
             feed.start { [onEvent] name in onEvent(.outputChanged(name: name)) }
         }
@@ -560,7 +540,7 @@ public final class PlaybackEngine: @unchecked Sendable {
         let (negotiated, spec) = control.withLock { c in
             (c.negotiated, c.usingNullFallback ? "null" : configuration.output)
         }
-        let kind = spec == "auto" ? "alsa" : String(spec.prefix { $0 != ":" && $0 != "?" })
+        let kind = (try? OutputSpec.parse(Self.resolved(spec)))?.kind.name ?? "?"
         var list = [OutputReport(name: Self.localOutputName, kind: kind, spec: spec,
                                  enabled: !shared.localMuted.load(ordering: .relaxed),
                                  state: negotiated == nil ? "closed" : "open",
@@ -618,10 +598,8 @@ public final class PlaybackEngine: @unchecked Sendable {
         if let s = newState { onEvent(.stateChanged(s)) }
     }
 
-    private func send(_ command: Command) {
-        commands.withLock { $0.append(command) }
-        commandWaiting.store(true, ordering: .releasing)
-        EventFD.signal(shared.readerWake)
+    private func send(_ command: ReaderCommand) {
+        mailbox.send(command)
     }
 
     /// Makes the reader let go of its decoder and stop writing into the ring, and waits
@@ -729,501 +707,12 @@ public final class PlaybackEngine: @unchecked Sendable {
     }
 
     private func makeOutput(_ c: inout Control) throws(StreamError) -> any AudioOutput {
-        let spec = configuration.output == "auto" ? "alsa:default" : configuration.output
-        return try OutputSpec.make(spec, bufferMillis: configuration.bufferMillis, periodMillis: configuration.periodMillis)
+        try OutputSpec.make(Self.resolved(configuration.output), bufferMillis: configuration.bufferMillis,
+                            periodMillis: configuration.periodMillis)
     }
 
-    // MARK: - Reader thread
-
-    /// What the reader thread owns.
-    fileprivate final class ReaderState {
-        let shared: RenderShared
-        /// Forward steps, and the first reverse block after a reposition or splice.
-        let chunk: Int
-        /// Reverse blocks: large enough that a seek's preroll (MP3: 11520 frames) is a
-        /// small part of each, small enough to stay a few hundred KiB.
-        let blockFrames = 32 * 1024
-        /// Loop regions up to this long are decoded once and replayed from memory.
-        let cacheFrames = 32 * 1024
-
-        var decoder: AudioDecoder?
-        /// The track to follow without a gap, and its generation.
-        var next: (decoder: AudioDecoder, generation: UInt64)?
-        /// The track the reader left for `next`, until the control side hears the switch
-        /// (a seek before that is a seek in it).
-        var previous: (decoder: AudioDecoder, generation: UInt64)?
-        /// Counts loads, so the cache knows which decoder it holds.
-        var decoderSerial = 0
-        var generation: UInt64 = 0
-        var finished = true
-        /// Since a `detach` (an output reopen) and until the next load: the ring is the
-        /// control side's to reset.
-        var detached = false
-        var direction = PlayDirection.forward
-        var head: Playhead?
-        /// The next step is the first after a reposition or splice: keep it short.
-        var firstStep = true
-
-        /// What a splice restarts from when nothing played since the last reposition or
-        /// splice: the ring index where that began, the planner state then, and the
-        /// edits applied on top (`turn`: something had been heard before it).
-        var spliceBase: (ring: Int, head: Playhead, edits: [Edit], turn: Bool)?
-
-        /// Decoded frames waiting to go into the ring (one step), and the marker that
-        /// must precede them.
-        var pending: UnsafeMutablePointer<Float>
-        var pendingFrames = 0
-        var pendingOffset = 0
-        var pendingMarker: SegmentMarker?
-        var channels = 2
-
-        /// The loop region decoded once, `[cacheStart, cacheStart + cacheCount)`, for
-        /// `cacheSerial`'s decoder. Allocated on first use.
-        var cache: UnsafeMutablePointer<Float>?
-        var cacheSerial = -1
-        var cacheStart: Int64 = 0
-        var cacheCount = 0
-
-        var reportedEnded: UInt64 = 0
-        var reportedUnderruns = 0
-        var lastUnderrunReport: UInt64 = 0
-        var reportedCorrupt = 0
-        var reportedDeviceError = 0
-        var reportedPass: Int64 = 0
-        /// The loop setting the planner's pass counts belong to.
-        var loopEpoch: UInt32 = 0
-
-        init(shared: RenderShared, chunk: Int) {
-            self.shared = shared
-            self.chunk = chunk
-            pending = .allocate(capacity: blockFrames * 2)
-        }
-
-        /// Makes the buffers fit `channels`. Reader thread.
-        func prepare(channels: Int) {
-            guard channels != self.channels else { return }
-            pending.deallocate()
-            pending = .allocate(capacity: blockFrames * channels)
-            cache?.deallocate()
-            cache = nil
-            cacheSerial = -1
-            self.channels = channels
-        }
-
-        func dropPending() {
-            pendingFrames = 0
-            pendingOffset = 0
-            pendingMarker = nil
-        }
-
-        deinit {
-            pending.deallocate()
-            cache?.deallocate()
-        }
-    }
-
-    private func readerMain(_ r: ReaderState) {
-        while true {
-            commandWaiting.store(false, ordering: .relaxed)
-            let pending = commands.withLock { list -> [Command] in
-                let l = list
-                list.removeAll()
-                return l
-            }
-            var edits: [Edit] = []
-            for command in pending {
-                if case .edit(let e) = command {
-                    edits.append(e)
-                    continue
-                }
-                // Edits queued before a reposition apply before it.
-                if !edits.isEmpty { splice(r, edits); edits = [] }
-                switch command {
-                case .quit:
-                    r.decoder = nil
-                    return
-                case .barrier(let done):
-                    done.value.signal()
-                case .detach(let done):
-                    r.decoder = nil
-                    r.head = nil
-                    r.finished = true
-                    r.detached = true
-                    done.value.signal()
-                case .stop(let generation):
-                    r.generation = generation
-                    r.next = nil
-                    r.previous = nil
-                    r.decoder = nil
-                    r.head = nil
-                    r.finished = true
-                    // Detached, the reader has nothing in the ring to flush, and the
-                    // render thread may be being replaced (no one to acknowledge).
-                    if !r.detached { flush(r) }
-                case .load(let handoff, let start, let direction, let generation):
-                    let decoder = handoff.value
-                    r.generation = generation
-                    r.direction = direction
-                    r.prepare(channels: decoder.outputFormat.channels)
-                    r.detached = false
-                    r.decoder = decoder
-                    r.decoderSerial += 1
-                    r.reportedPass = 0
-                    r.next = nil
-                    r.previous = nil
-                    reposition(r, to: start, loop: nil)
-                case .seek(let frame, let generation):
-                    if let p = r.previous, let current = r.decoder {
-                        // Switched to the next track but it is not heard yet: the seek
-                        // is in the track being heard. Go back; the next follows again.
-                        r.next = (current, r.generation)
-                        r.decoder = p.decoder
-                        r.decoderSerial += 1
-                        r.previous = nil
-                    }
-                    r.generation = generation
-                    reposition(r, to: frame, loop: r.head?.loop)
-                case .next(let handoff, let generation):
-                    r.next = handoff.map { ($0.value, generation) }
-                case .edit:
-                    break
-                }
-            }
-            if !edits.isEmpty { splice(r, edits) }
-            fill(r)
-            report(r)
-            // Sleep until the render thread wants more (low water, end, underrun, device
-            // error all signal readerWake), a command arrives, or a housekeeping tick:
-            // 1 s, or 50 ms while a loop runs, so wrap events are timely.
-            // Without a stream the reader does not look at the ring at all: the control
-            // side resizes it (reopenOutput) while the reader is detached.
-            if r.finished || r.decoder == nil || r.shared.ring.writableFrames < r.chunk {
-                let looping = r.head?.loop.map { l in l.count.map { r.reportedPass < Int64($0) } ?? true } ?? false
-                let switching = r.previous != nil  // events at the frame the next track is heard
-                EventFD.wait(r.shared.readerWake, timeoutNanoseconds: looping || switching ? 50_000_000 : 1_000_000_000)
-            }
-        }
-    }
-
-    /// Plays from `frame` (a new track or a seek): decodes the first step, and only
-    /// then flushes the ring, so the old audio plays until the new audio is ready.
-    private func reposition(_ r: ReaderState, to frame: Int64, loop: LoopRegion?) {
-        guard let decoder = r.decoder else { return }
-        var head = Playhead(position: frame, direction: r.direction, loop: loop,
-                            length: decoder.info.durationIsEstimate ? nil : decoder.info.durationFrames)
-        head.reposition(to: frame)
-        r.head = head
-        r.dropPending()
-        r.firstStep = true
-        var more = true
-        do {
-            more = try produce(r)
-        } catch {
-            logger.error("seek failed", metadata: ["track.path": "\(decoder.info.path)", "error": "\(error)"])
-            onEvent(.error(error))
-            more = false
-        }
-        flush(r)
-        r.finished = false
-        r.spliceBase = (r.shared.ring.producerIndex, head, [], false)
-        if more {
-            _ = drainPending(r)
-        } else {
-            finish(r)
-        }
-        EventFD.signal(r.shared.renderWake)
-    }
-
-    /// Applies loop and direction changes without a gap: asks the render thread for the
-    /// last frame it keeps (it takes back what the device queued beyond a safety
-    /// margin and empties the ring), restarts the plan after that frame, applies the
-    /// edits, and refills.
-    private func splice(_ r: ReaderState, _ edits: [Edit]) {
-        for case .direction(let d) in edits { r.direction = d }
-        guard r.decoder != nil, var head = r.head else { return }
-        r.dropPending()
-        handshake(r, request: r.shared.spliceRequest, ack: r.shared.spliceAck, what: "splice")
-        let kept = r.shared.spliceRing.load(ordering: .relaxed)
-        let m = r.shared.spliceMarker.pointee
-        var base: Playhead
-        var all: [Edit]
-        var turn: Bool
-        if let b = r.spliceBase, kept <= b.ring || m.generation != r.generation {
-            // Nothing played since the last splice or reposition: redo it with every edit.
-            (base, all, turn) = (b.head, b.edits + edits, b.turn)
-        } else {
-            let last = kept - 1
-            head.resume(after: m.sourceFrame(atRing: last), direction: m.direction(atRing: last),
-                        shape: m.shape, pass: m.pass(atRing: last))
-            (base, all, turn) = (head, edits, true)
-        }
-        head = base
-        for e in all {
-            switch e {
-            case .loop(let l, let epoch):
-                head.setLoop(l)
-                r.loopEpoch = epoch
-                r.reportedPass = 0
-            case .direction(let d): head.setDirection(d, turn: turn)
-            }
-        }
-        r.head = head
-        logger.debug("splice", metadata: ["kept": "\(kept)", "base": "\(base)", "head": "\(head)", "marker": "\(m)"])
-        r.spliceBase = (r.shared.ring.producerIndex, base, all, turn)
-        r.firstStep = true
-        r.finished = false
-        fill(r)
-        EventFD.signal(r.shared.renderWake)
-    }
-
-    /// The flush handshake: ask the render thread to drop the device queue and empty the
-    /// ring, and wait until it has (or until it is not running).
-    private func flush(_ r: ReaderState) {
-        handshake(r, request: r.shared.flushRequest, ack: r.shared.flushAck, what: "flush")
-    }
-
-    /// Reopens the stream's end, stores a new request number (release: publishes that
-    /// and the reader's other state), wakes render, and waits for its acknowledgement
-    /// (acquire: what render wrote before it is visible), at most 2 s.
-    private func handshake(_ r: ReaderState, request: borrowing Atomic<UInt64>, ack: borrowing Atomic<UInt64>, what: String) {
-        r.shared.endIndex.store(Int.max, ordering: .relaxed)
-        let number = request.load(ordering: .relaxed) &+ 1
-        request.store(number, ordering: .releasing)
-        EventFD.signal(r.shared.renderWake)
-        let deadline = monotonicNanoseconds() + 2_000_000_000
-        while ack.load(ordering: .acquiring) != number {
-            if monotonicNanoseconds() > deadline {
-                logger.error("render thread did not acknowledge a \(what) within 2 s")
-                break
-            }
-            EventFD.wait(r.shared.readerWake, timeoutNanoseconds: 2_000_000)
-        }
-    }
-
-    private func finish(_ r: ReaderState) {
-        r.finished = true
-        r.shared.streamGeneration.store(r.generation, ordering: .relaxed)
-        r.shared.endIndex.store(r.shared.ring.producerIndex, ordering: .releasing)  // after the last write
-        EventFD.signal(r.shared.renderWake)
-    }
-
-    /// Decodes until the ring is full (its high-water mark), then returns.
-    private func fill(_ r: ReaderState) {
-        guard let decoder = r.decoder, !r.finished else { return }
-        while true {
-            guard drainPending(r) else { break }
-            if r.shared.ring.writableFrames < r.chunk || commandWaiting.load(ordering: .relaxed) { break }
-            do {
-                if try !produce(r) {
-                    if switchToNext(r) { continue }
-                    finish(r)
-                    return
-                }
-            } catch {
-                logger.error("decoding stopped", metadata: ["track.path": "\(decoder.info.path)", "error": "\(error)"])
-                onEvent(.error(error))
-                finish(r)
-                return
-            }
-        }
-        if r.shared.starving.load(ordering: .relaxed) { EventFD.signal(r.shared.renderWake) }
-    }
-
-    /// At the end of a track played forward, goes on with the queued next one in the
-    /// same ring: its first step carries a marker of its own generation, which is how
-    /// render and the control side know where it starts. Returns whether it did.
-    private func switchToNext(_ r: ReaderState) -> Bool {
-        guard let n = r.next, let old = r.decoder, r.head?.direction == .forward else { return false }
-        r.previous = (old, r.generation)
-        r.decoder = n.decoder
-        r.generation = n.generation
-        r.decoderSerial += 1
-        r.next = nil
-        let info = n.decoder.info
-        let head = Playhead(position: 0, length: info.durationIsEstimate ? nil : info.durationFrames)
-        r.head = head
-        r.firstStep = true
-        r.reportedPass = 0
-        r.spliceBase = (r.shared.ring.producerIndex, head, [], false)
-        logger.debug("next track decoding", metadata: ["track.path": "\(info.path)"])
-        return true
-    }
-
-    /// Writes what is pending into the ring, its marker first. Returns true when all of
-    /// it went in.
-    private func drainPending(_ r: ReaderState) -> Bool {
-        while r.pendingOffset < r.pendingFrames {
-            let room = r.shared.ring.writableFrames
-            if room == 0 { return false }
-            if var m = r.pendingMarker {
-                m.ringIndex = r.shared.ring.producerIndex
-                guard r.shared.markers.push(m) else { return false }  // full: the render thread frees it
-                r.pendingMarker = nil
-            }
-            let n = min(room, r.pendingFrames - r.pendingOffset)
-            r.shared.ring.write(r.pending + r.pendingOffset * r.channels, frames: n)
-            r.pendingOffset += n
-            if r.shared.starving.load(ordering: .relaxed) { EventFD.signal(r.shared.renderWake) }
-        }
-        return true
-    }
-
-    /// Decodes the playhead's next step into `pending`. Returns false at the end.
-    private func produce(_ r: ReaderState) throws(StreamError) -> Bool {
-        guard let decoder = r.decoder, var head = r.head else { return false }
-        let sourceRate = decoder.info.sampleRate, deviceRate = decoder.outputFormat.sampleRate
-        // Step sizes are in source frames; keep their output inside `pending`.
-        let fit = Int(FrameTime.rescaleFloor(Int64(r.blockFrames), Int64(sourceRate), Int64(deviceRate))) - 64
-        let wanted = head.direction == .reverse && !r.firstStep ? r.blockFrames : r.chunk
-        guard let step = head.next(maxFrames: max(1, min(wanted, fit))) else { return false }
-        r.head = head
-        r.firstStep = false
-        var produced = 0
-        if let region = head.loop, try cacheHolds(r, region, step) {
-            let from = r.cache! + Int(step.start - r.cacheStart) * r.channels
-            r.pending.update(from: from, count: step.count * r.channels)
-            produced = step.count
-        } else {
-            if decoder.position != step.start || step.direction == .reverse {
-                try decoder.seek(to: step.start)
-            }
-            let end = step.start + Int64(step.count)
-            while produced < r.blockFrames {
-                let n = try decoder.read(into: r.pending + produced * r.channels, capacity: r.blockFrames - produced, limit: end)
-                if n == 0 { break }
-                produced += n
-            }
-            if produced == 0 {
-                // The track ended before its stated length.
-                return step.direction == .reverse ? try produce(r) : false
-            }
-        }
-        if step.direction == .reverse { reverseFrames(r.pending, frames: produced, channels: r.channels) }
-        r.pendingFrames = produced
-        r.pendingOffset = 0
-        if let shape = step.newRun {
-            // A short reverse block (the track ended early) starts lower.
-            let first = step.direction == .reverse && sourceRate == deviceRate
-                ? step.start + Int64(produced) - 1 : step.firstFrame
-            var m = SegmentMarker(ringIndex: 0, firstFrame: first, direction: step.direction, shape: shape,
-                                  pass: step.pass, generation: r.generation,
-                                  sourceRate: Int32(sourceRate), deviceRate: Int32(deviceRate))
-            m.loopEpoch = r.loopEpoch
-            r.pendingMarker = m
-        }
-        return true
-    }
-
-    /// Whether `step` lies in `region` and the region is (now) decoded in the cache.
-    /// Regions longer than the cache, or resampled, are decoded pass by pass instead.
-    private func cacheHolds(_ r: ReaderState, _ region: LoopRegion, _ step: Playhead.Step) throws(StreamError) -> Bool {
-        guard let decoder = r.decoder, region.length <= Int64(r.cacheFrames),
-              decoder.info.sampleRate == decoder.outputFormat.sampleRate,
-              step.start >= region.start, step.start + Int64(step.count) <= region.end else { return false }
-        if r.cacheSerial == r.decoderSerial && r.cacheStart == region.start && Int64(r.cacheCount) >= region.length {
-            return true
-        }
-        if r.cache == nil { r.cache = .allocate(capacity: r.cacheFrames * r.channels) }
-        try decoder.seek(to: region.start)
-        var got = 0
-        let want = Int(region.length)
-        while got < want {
-            let n = try decoder.read(into: r.cache! + got * r.channels, capacity: want - got, limit: region.end)
-            if n == 0 { break }
-            got += n
-        }
-        r.cacheSerial = r.decoderSerial
-        r.cacheStart = region.start
-        r.cacheCount = got
-        return got >= want
-    }
-
-    /// Reverses the order of `frames` interleaved frames in place.
-    private func reverseFrames(_ p: UnsafeMutablePointer<Float>, frames: Int, channels: Int) {
-        var i = 0, j = frames - 1
-        while i < j {
-            let a = p + i * channels, b = p + j * channels
-            for c in 0..<channels { swap(&a[c], &b[c]) }
-            i += 1
-            j -= 1
-        }
-    }
-
-    /// Turns the render thread's counters into events (never from the render thread).
-    private func report(_ r: ReaderState) {
-        if r.previous != nil, r.shared.readPosition().generation == r.generation {
-            // The next track is being heard: it is the current one now.
-            r.previous = nil
-            let change: (ended: String, started: TrackInfo)? = control.withLock { c in
-                guard let n = c.next, n.generation == r.generation, let old = c.track else { return nil }
-                c.track = n.info
-                c.generation = n.generation
-                c.next = nil
-                c.loop = nil
-                c.corruptPackets = 0
-                c.pendingPosition = 0
-                c.replayGain = ReplayGainInfo(tags: n.info.tags)
-                applyLevel(c)
-                return (old.path, n.info)
-            }
-            if let (ended, started) = change {
-                logger.info("track ended", metadata: ["track.path": "\(ended)"])
-                onEvent(.trackEnded(path: ended))
-                logger.info("playing", metadata: ["track.path": "\(started.path)", "gapless": "true"])
-                onEvent(.trackStarted(started))
-                onEvent(.gaplessTransition(from: ended, to: started))
-            }
-        }
-        let heard = r.shared.readPosition()
-        if heard.generation == r.generation, heard.loopEpoch == r.loopEpoch, heard.pass != r.reportedPass {
-            let wrapped = heard.pass > r.reportedPass
-            r.reportedPass = heard.pass
-            if wrapped, let loop = control.withLock({ $0.loop }) {
-                let remaining = loop.count.map { max(0, Int64($0) - heard.pass) }
-                onEvent(.loopWrapped(pass: heard.pass, remaining: remaining))
-            }
-        }
-        let ended = r.shared.endedGeneration.load(ordering: .acquiring)
-        if ended != r.reportedEnded {
-            r.reportedEnded = ended
-            let path: String? = control.withLock { c in
-                guard ended == c.generation, c.transport.state != .stopped else { return nil }
-                _ = c.transport.on(.ended)
-                c.next = nil
-                let p = c.track?.path
-                c.pendingPosition = c.direction == .reverse ? 0 : c.track?.durationFrames ?? c.pendingPosition
-                c.loop = nil
-                return p
-            }
-            if let p = path {
-                logger.info("track ended", metadata: ["track.path": "\(p)"])
-                onEvent(.trackEnded(path: p))
-                onEvent(.stateChanged(.stopped))
-            }
-        }
-        let underruns = r.shared.underruns.load(ordering: .relaxed)
-        let now = monotonicNanoseconds()
-        if underruns != r.reportedUnderruns && now &- r.lastUnderrunReport > 1_000_000_000 {
-            r.reportedUnderruns = underruns
-            r.lastUnderrunReport = now
-            logger.warning("underruns", metadata: ["underruns.total": "\(underruns)"])
-            onEvent(.underruns(total: underruns))
-        }
-        if let d = r.decoder, d.corruptPackets != r.reportedCorrupt {
-            r.reportedCorrupt = d.corruptPackets
-            control.withLock { $0.corruptPackets = d.corruptPackets }
-            logger.warning("corrupt packets skipped", metadata: ["track.path": "\(d.info.path)", "packets.total": "\(d.corruptPackets)"])
-            onEvent(.corruptPackets(path: d.info.path, total: d.corruptPackets))
-        }
-        let deviceError = r.shared.deviceError.load(ordering: .relaxed)
-        if deviceError != r.reportedDeviceError {
-            r.reportedDeviceError = deviceError
-            guard deviceError != 0 else { return }  // cleared by a reopen
-            let e = StreamError(.outputFailed, "output failed: \(String(cString: strerror(Int32(-deviceError)))) (\(deviceError))")
-            logger.error("output failed", metadata: ["errno": "\(deviceError)"])
-            onEvent(.error(e))
-        }
-    }
+    /// `auto` is ALSA's default device (with the null fallback `reopenOutput` adds).
+    private static func resolved(_ spec: String) -> String { spec == "auto" ? "alsa:default" : spec }
 }
 
 /// A counting semaphore for the control side (never used by the render thread).
@@ -1234,4 +723,43 @@ final class Semaphore: @unchecked Sendable {
     deinit { sem_destroy(sem); sem.deallocate() }
     func signal() { sem_post(sem) }
     func wait() { while sem_wait(sem) != 0 && errno == EINTR {} }
+}
+
+// MARK: - What the reader reports (ReaderLoop calls these holding no lock)
+
+extension PlaybackEngine: ReaderHost {
+    func readerHeardNext(generation: UInt64) -> (ended: String, started: TrackInfo)? {
+        control.withLock { c in
+            guard let n = c.next, n.generation == generation, let old = c.track else { return nil }
+            c.track = n.info
+            c.generation = n.generation
+            c.next = nil
+            c.loop = nil
+            c.corruptPackets = 0
+            c.pendingPosition = 0
+            c.replayGain = ReplayGainInfo(tags: n.info.tags)
+            applyLevel(c)
+            return (old.path, n.info)
+        }
+    }
+
+    func readerLoopRegion() -> LoopRegion? {
+        control.withLock { $0.loop }
+    }
+
+    func readerHeardEnd(generation: UInt64) -> String? {
+        control.withLock { c in
+            guard generation == c.generation, c.transport.state != .stopped else { return nil }
+            _ = c.transport.on(.ended)
+            c.next = nil
+            let p = c.track?.path
+            c.pendingPosition = c.direction == .reverse ? 0 : c.track?.durationFrames ?? c.pendingPosition
+            c.loop = nil
+            return p
+        }
+    }
+
+    func readerCorruptPackets(_ total: Int) {
+        control.withLock { $0.corruptPackets = total }
+    }
 }

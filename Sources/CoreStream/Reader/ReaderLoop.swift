@@ -1,0 +1,552 @@
+import Logging
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What the control side asks of the reader thread.
+enum ReaderCommand {
+    case load(Handoff<AudioDecoder>, start: Int64, direction: PlayDirection, generation: UInt64)
+    case seek(Int64, generation: UInt64)
+    case edit(ReaderEdit)
+    case next(Handoff<AudioDecoder>?, generation: UInt64)
+    case stop(generation: UInt64)
+    /// Let go of the decoder and of the ring until the next load (an output reopen).
+    case detach(Handoff<Semaphore>)
+    case barrier(Handoff<Semaphore>)
+    case quit
+}
+
+/// Changes that keep the stream going: the reader splices them in.
+enum ReaderEdit {
+    case loop(LoopRegion?, epoch: UInt32)
+    case direction(PlayDirection)
+}
+
+/// Commands from the control side to the reader thread. Thread: `send` any (the
+/// control side), `take` the reader only.
+final class ReaderMailbox: @unchecked Sendable {
+    // @unchecked Sendable: `list` is `Locked`; `waiting` is atomic; `wake` is an eventfd.
+    private let list = Locked<[ReaderCommand]>([])
+    /// Set by `send` after it appends, cleared by the reader before it takes the list:
+    /// `fill()` stops at the next step when a command waits. Against an output that
+    /// takes audio as fast as it comes (`null?pace=off`, a capture) the ring never
+    /// fills, and a detach waited up to 1.2 s for a fill to end (LockOrderTests).
+    let waiting = Atomic<Bool>(false)
+    private let wake: Int32
+
+    init(wake: Int32) { self.wake = wake }
+
+    func send(_ command: ReaderCommand) {
+        list.withLock { $0.append(command) }
+        waiting.store(true, ordering: .releasing)
+        EventFD.signal(wake)
+    }
+
+    func take() -> [ReaderCommand] {
+        waiting.store(false, ordering: .relaxed)
+        return list.withLock { list in
+            let taken = list
+            list.removeAll()
+            return taken
+        }
+    }
+}
+
+/// What the reader tells the control side. Each call takes the engine's control lock
+/// and returns; the reader holds no lock while it calls (the control side waits for
+/// the reader in `detachReader` with that lock released: LockOrderTests).
+protocol ReaderHost: AnyObject {
+    /// The queued next track (`generation`) is being heard: it becomes the current one.
+    /// Returns the track that ended and the one that started, or nil when the control
+    /// side has moved on (a play or stop since).
+    func readerHeardNext(generation: UInt64) -> (ended: String, started: TrackInfo)?
+    /// The loop region set now.
+    func readerLoopRegion() -> LoopRegion?
+    /// The last frame of `generation` was heard: the transport stops. Returns the
+    /// track's path, or nil when that stream is no longer the current one.
+    func readerHeardEnd(generation: UInt64) -> String?
+    /// Corrupt packets skipped so far in the current track.
+    func readerCorruptPackets(_ total: Int)
+}
+
+/// The reader thread's body: takes commands from the control side, decodes on demand
+/// (``AudioDecoder``, planned by ``Playhead``) into the ring the render thread
+/// (``RenderLoop``) plays from, with a marker at each new run, and turns what the render
+/// thread counted into events.
+///
+/// Thread: reader only, after `init` (which runs on the control side before the thread
+/// starts). Every stored property is the reader's own; what it shares with the render
+/// thread is in ``RenderShared`` (atomics, SPSC ring and marker queue), with the control
+/// side the ``ReaderMailbox`` and the ``ReaderHost`` calls.
+final class ReaderLoop {
+    let mailbox: ReaderMailbox
+    let host: any ReaderHost
+    let logger: Logger
+    let onEvent: @Sendable (PlaybackEngine.Event) -> Void
+
+    let shared: RenderShared
+    /// Forward steps, and the first reverse block after a reposition or splice.
+    let chunk: Int
+    /// Reverse blocks: large enough that a seek's preroll (MP3: 11520 frames) is a
+    /// small part of each, small enough to stay a few hundred KiB.
+    let blockFrames = 32 * 1024
+    /// Loop regions up to this long are decoded once and replayed from memory.
+    let cacheFrames = 32 * 1024
+
+    var decoder: AudioDecoder?
+    /// The track to follow without a gap, and its generation.
+    var next: (decoder: AudioDecoder, generation: UInt64)?
+    /// The track the reader left for `next`, until the control side hears the switch
+    /// (a seek before that is a seek in it).
+    var previous: (decoder: AudioDecoder, generation: UInt64)?
+    /// Counts loads, so the cache knows which decoder it holds.
+    var decoderSerial = 0
+    var generation: UInt64 = 0
+    var finished = true
+    /// Since a `detach` (an output reopen) and until the next load: the ring is the
+    /// control side's to reset.
+    var detached = false
+    var direction = PlayDirection.forward
+    var head: Playhead?
+    /// The next step is the first after a reposition or splice: keep it short.
+    var firstStep = true
+
+    /// What a splice restarts from when nothing played since the last reposition or
+    /// splice: the ring index where that began, the planner state then, and the
+    /// edits applied on top (`turn`: something had been heard before it).
+    var spliceBase: (ring: Int, head: Playhead, edits: [ReaderEdit], turn: Bool)?
+
+    /// Decoded frames waiting to go into the ring (one step), and the marker that
+    /// must precede them.
+    var pending: UnsafeMutablePointer<Float>
+    var pendingFrames = 0
+    var pendingOffset = 0
+    var pendingMarker: SegmentMarker?
+    var channels = 2
+
+    /// The loop region decoded once, `[cacheStart, cacheStart + cacheCount)`, for
+    /// `cacheSerial`'s decoder. Allocated on first use.
+    var cache: UnsafeMutablePointer<Float>?
+    var cacheSerial = -1
+    var cacheStart: Int64 = 0
+    var cacheCount = 0
+
+    var reportedEnded: UInt64 = 0
+    var reportedUnderruns = 0
+    var lastUnderrunReport: UInt64 = 0
+    var reportedCorrupt = 0
+    var reportedDeviceError = 0
+    var reportedPass: Int64 = 0
+    /// The loop setting the planner's pass counts belong to.
+    var loopEpoch: UInt32 = 0
+
+    init(shared: RenderShared, chunk: Int, mailbox: ReaderMailbox, host: any ReaderHost, logger: Logger,
+         onEvent: @escaping @Sendable (PlaybackEngine.Event) -> Void) {
+        self.shared = shared
+        self.chunk = chunk
+        self.mailbox = mailbox
+        self.host = host
+        self.logger = logger
+        self.onEvent = onEvent
+        pending = .allocate(capacity: blockFrames * 2)
+    }
+
+    deinit {
+        pending.deallocate()
+        cache?.deallocate()
+    }
+
+    /// Makes the buffers fit `channels`. Reader thread.
+    private func prepare(channels: Int) {
+        guard channels != self.channels else { return }
+        pending.deallocate()
+        pending = .allocate(capacity: blockFrames * channels)
+        cache?.deallocate()
+        cache = nil
+        cacheSerial = -1
+        self.channels = channels
+    }
+
+    private func dropPending() {
+        pendingFrames = 0
+        pendingOffset = 0
+        pendingMarker = nil
+    }
+
+    func run() {
+        while true {
+            var edits: [ReaderEdit] = []
+            for command in mailbox.take() {
+                if case .edit(let e) = command {
+                    edits.append(e)
+                    continue
+                }
+                // Edits queued before a reposition apply before it.
+                if !edits.isEmpty { splice(edits); edits = [] }
+                switch command {
+                case .quit:
+                    self.decoder = nil
+                    return
+                case .barrier(let done):
+                    done.value.signal()
+                case .detach(let done):
+                    self.decoder = nil
+                    self.head = nil
+                    finished = true
+                    detached = true
+                    done.value.signal()
+                case .stop(let generation):
+                    self.generation = generation
+                    next = nil
+                    previous = nil
+                    self.decoder = nil
+                    self.head = nil
+                    finished = true
+                    // Detached, the reader has nothing in the ring to flush, and the
+                    // render thread may be being replaced (no one to acknowledge).
+                    if !detached { flush() }
+                case .load(let handoff, let start, let direction, let generation):
+                    let decoder = handoff.value
+                    self.generation = generation
+                    self.direction = direction
+                    prepare(channels: decoder.outputFormat.channels)
+                    detached = false
+                    self.decoder = decoder
+                    decoderSerial += 1
+                    reportedPass = 0
+                    next = nil
+                    previous = nil
+                    reposition(to: start, loop: nil)
+                case .seek(let frame, let generation):
+                    if let p = previous, let current = self.decoder {
+                        // Switched to the next track but it is not heard yet: the seek
+                        // is in the track being heard. Go back; the next follows again.
+                        next = (current, self.generation)
+                        self.decoder = p.decoder
+                        decoderSerial += 1
+                        previous = nil
+                    }
+                    self.generation = generation
+                    reposition(to: frame, loop: self.head?.loop)
+                case .next(let handoff, let generation):
+                    next = handoff.map { ($0.value, generation) }
+                case .edit:
+                    break
+                }
+            }
+            if !edits.isEmpty { splice(edits) }
+            fill()
+            report()
+            // Sleep until the render thread wants more (low water, end, underrun, device
+            // error all signal readerWake), a command arrives, or a housekeeping tick:
+            // 1 s, or 50 ms while a loop runs, so wrap events are timely.
+            // Without a stream the reader does not look at the ring at all: the control
+            // side resizes it (reopenOutput) while the reader is detached.
+            if finished || self.decoder == nil || shared.ring.writableFrames < chunk {
+                let looping = self.head?.loop.map { l in l.count.map { reportedPass < Int64($0) } ?? true } ?? false
+                let switching = previous != nil  // events at the frame the next track is heard
+                EventFD.wait(shared.readerWake, timeoutNanoseconds: looping || switching ? 50_000_000 : 1_000_000_000)
+            }
+        }
+    }
+
+    /// Plays from `frame` (a new track or a seek): decodes the first step, and only
+    /// then flushes the ring, so the old audio plays until the new audio is ready.
+    private func reposition(to frame: Int64, loop: LoopRegion?) {
+        guard let decoder = self.decoder else { return }
+        var head = Playhead(position: frame, direction: self.direction, loop: loop,
+                            length: decoder.info.durationIsEstimate ? nil : decoder.info.durationFrames)
+        head.reposition(to: frame)
+        self.head = head
+        dropPending()
+        firstStep = true
+        var more = true
+        do {
+            more = try produce()
+        } catch {
+            logger.error("seek failed", metadata: ["track.path": "\(decoder.info.path)", "error": "\(error)"])
+            onEvent(.error(error))
+            more = false
+        }
+        flush()
+        finished = false
+        spliceBase = (shared.ring.producerIndex, head, [], false)
+        if more {
+            _ = drainPending()
+        } else {
+            finish()
+        }
+        EventFD.signal(shared.renderWake)
+    }
+
+    /// Applies loop and direction changes without a gap: asks the render thread for the
+    /// last frame it keeps (it takes back what the device queued beyond a safety
+    /// margin and empties the ring), restarts the plan after that frame, applies the
+    /// edits, and refills.
+    private func splice(_ edits: [ReaderEdit]) {
+        for case .direction(let d) in edits { self.direction = d }
+        guard self.decoder != nil, var head = self.head else { return }
+        dropPending()
+        handshake(request: shared.spliceRequest, ack: shared.spliceAck, what: "splice")
+        let kept = shared.spliceRing.load(ordering: .relaxed)
+        let m = shared.spliceMarker.pointee
+        var base: Playhead
+        var all: [ReaderEdit]
+        var turn: Bool
+        if let b = spliceBase, kept <= b.ring || m.generation != self.generation {
+            // Nothing played since the last splice or reposition: redo it with every edit.
+            (base, all, turn) = (b.head, b.edits + edits, b.turn)
+        } else {
+            let last = kept - 1
+            head.resume(after: m.sourceFrame(atRing: last), direction: m.direction(atRing: last),
+                        shape: m.shape, pass: m.pass(atRing: last))
+            (base, all, turn) = (head, edits, true)
+        }
+        head = base
+        for e in all {
+            switch e {
+            case .loop(let l, let epoch):
+                head.setLoop(l)
+                loopEpoch = epoch
+                reportedPass = 0
+            case .direction(let d): head.setDirection(d, turn: turn)
+            }
+        }
+        self.head = head
+        logger.debug("splice", metadata: ["kept": "\(kept)", "base": "\(base)", "head": "\(head)", "marker": "\(m)"])
+        spliceBase = (shared.ring.producerIndex, base, all, turn)
+        firstStep = true
+        finished = false
+        fill()
+        EventFD.signal(shared.renderWake)
+    }
+
+    /// The flush handshake: ask the render thread to drop the device queue and empty the
+    /// ring, and wait until it has (or until it is not running).
+    private func flush() {
+        handshake(request: shared.flushRequest, ack: shared.flushAck, what: "flush")
+    }
+
+    /// Reopens the stream's end, stores a new request number (release: publishes that
+    /// and the reader's other state), wakes render, and waits for its acknowledgement
+    /// (acquire: what render wrote before it is visible), at most 2 s.
+    private func handshake(request: borrowing Atomic<UInt64>, ack: borrowing Atomic<UInt64>, what: String) {
+        shared.endIndex.store(Int.max, ordering: .relaxed)
+        let number = request.load(ordering: .relaxed) &+ 1
+        request.store(number, ordering: .releasing)
+        EventFD.signal(shared.renderWake)
+        let deadline = monotonicNanoseconds() + 2_000_000_000
+        while ack.load(ordering: .acquiring) != number {
+            if monotonicNanoseconds() > deadline {
+                logger.error("render thread did not acknowledge a \(what) within 2 s")
+                break
+            }
+            EventFD.wait(shared.readerWake, timeoutNanoseconds: 2_000_000)
+        }
+    }
+
+    private func finish() {
+        finished = true
+        shared.streamGeneration.store(self.generation, ordering: .relaxed)
+        shared.endIndex.store(shared.ring.producerIndex, ordering: .releasing)  // after the last write
+        EventFD.signal(shared.renderWake)
+    }
+
+    /// Decodes until the ring is full (its high-water mark), then returns.
+    private func fill() {
+        guard let decoder = self.decoder, !finished else { return }
+        while true {
+            guard drainPending() else { break }
+            if shared.ring.writableFrames < chunk || mailbox.waiting.load(ordering: .relaxed) { break }
+            do {
+                if try !produce() {
+                    if switchToNext() { continue }
+                    finish()
+                    return
+                }
+            } catch {
+                logger.error("decoding stopped", metadata: ["track.path": "\(decoder.info.path)", "error": "\(error)"])
+                onEvent(.error(error))
+                finish()
+                return
+            }
+        }
+        if shared.starving.load(ordering: .relaxed) { EventFD.signal(shared.renderWake) }
+    }
+
+    /// At the end of a track played forward, goes on with the queued next one in the
+    /// same ring: its first step carries a marker of its own generation, which is how
+    /// render and the control side know where it starts. Returns whether it did.
+    private func switchToNext() -> Bool {
+        guard let n = next, let old = self.decoder, self.head?.direction == .forward else { return false }
+        previous = (old, self.generation)
+        self.decoder = n.decoder
+        self.generation = n.generation
+        decoderSerial += 1
+        next = nil
+        let info = n.decoder.info
+        let head = Playhead(position: 0, length: info.durationIsEstimate ? nil : info.durationFrames)
+        self.head = head
+        firstStep = true
+        reportedPass = 0
+        spliceBase = (shared.ring.producerIndex, head, [], false)
+        logger.debug("next track decoding", metadata: ["track.path": "\(info.path)"])
+        return true
+    }
+
+    /// Writes what is pending into the ring, its marker first. Returns true when all of
+    /// it went in.
+    private func drainPending() -> Bool {
+        while pendingOffset < pendingFrames {
+            let room = shared.ring.writableFrames
+            if room == 0 { return false }
+            if var m = pendingMarker {
+                m.ringIndex = shared.ring.producerIndex
+                guard shared.markers.push(m) else { return false }  // full: the render thread frees it
+                pendingMarker = nil
+            }
+            let n = min(room, pendingFrames - pendingOffset)
+            shared.ring.write(self.pending + pendingOffset * channels, frames: n)
+            pendingOffset += n
+            if shared.starving.load(ordering: .relaxed) { EventFD.signal(shared.renderWake) }
+        }
+        return true
+    }
+
+    /// Decodes the playhead's next step into `pending`. Returns false at the end.
+    private func produce() throws(StreamError) -> Bool {
+        guard let decoder = self.decoder, var head = self.head else { return false }
+        let sourceRate = decoder.info.sampleRate, deviceRate = decoder.outputFormat.sampleRate
+        // Step sizes are in source frames; keep their output inside `pending`.
+        let fit = Int(FrameTime.rescaleFloor(Int64(blockFrames), Int64(sourceRate), Int64(deviceRate))) - 64
+        let wanted = head.direction == .reverse && !firstStep ? blockFrames : chunk
+        guard let step = head.next(maxFrames: max(1, min(wanted, fit))) else { return false }
+        self.head = head
+        firstStep = false
+        var produced = 0
+        if let region = head.loop, try cacheHolds(region, step) {
+            let from = cache! + Int(step.start - cacheStart) * channels
+            self.pending.update(from: from, count: step.count * channels)
+            produced = step.count
+        } else {
+            if decoder.position != step.start || step.direction == .reverse {
+                try decoder.seek(to: step.start)
+            }
+            let end = step.start + Int64(step.count)
+            while produced < blockFrames {
+                let n = try decoder.read(into: self.pending + produced * channels, capacity: blockFrames - produced, limit: end)
+                if n == 0 { break }
+                produced += n
+            }
+            if produced == 0 {
+                // The track ended before its stated length.
+                return step.direction == .reverse ? try produce() : false
+            }
+        }
+        if step.direction == .reverse { reverseFrames(self.pending, frames: produced, channels: channels) }
+        pendingFrames = produced
+        pendingOffset = 0
+        if let shape = step.newRun {
+            // A short reverse block (the track ended early) starts lower.
+            let first = step.direction == .reverse && sourceRate == deviceRate
+                ? step.start + Int64(produced) - 1 : step.firstFrame
+            var m = SegmentMarker(ringIndex: 0, firstFrame: first, direction: step.direction, shape: shape,
+                                  pass: step.pass, generation: self.generation,
+                                  sourceRate: Int32(sourceRate), deviceRate: Int32(deviceRate))
+            m.loopEpoch = loopEpoch
+            pendingMarker = m
+        }
+        return true
+    }
+
+    /// Whether `step` lies in `region` and the region is (now) decoded in the cache.
+    /// Regions longer than the cache, or resampled, are decoded pass by pass instead.
+    private func cacheHolds(_ region: LoopRegion, _ step: Playhead.Step) throws(StreamError) -> Bool {
+        guard let decoder = self.decoder, region.length <= Int64(cacheFrames),
+              decoder.info.sampleRate == decoder.outputFormat.sampleRate,
+              step.start >= region.start, step.start + Int64(step.count) <= region.end else { return false }
+        if cacheSerial == decoderSerial && cacheStart == region.start && Int64(cacheCount) >= region.length {
+            return true
+        }
+        if cache == nil { cache = .allocate(capacity: cacheFrames * channels) }
+        try decoder.seek(to: region.start)
+        var got = 0
+        let want = Int(region.length)
+        while got < want {
+            let n = try decoder.read(into: cache! + got * channels, capacity: want - got, limit: region.end)
+            if n == 0 { break }
+            got += n
+        }
+        cacheSerial = decoderSerial
+        cacheStart = region.start
+        cacheCount = got
+        return got >= want
+    }
+
+    /// Reverses the order of `frames` interleaved frames in place.
+    private func reverseFrames(_ p: UnsafeMutablePointer<Float>, frames: Int, channels: Int) {
+        var i = 0, j = frames - 1
+        while i < j {
+            let a = p + i * channels, b = p + j * channels
+            for c in 0..<channels { swap(&a[c], &b[c]) }
+            i += 1
+            j -= 1
+        }
+    }
+
+    /// Turns the render thread's counters into events (never from the render thread).
+    private func report() {
+        if previous != nil, shared.readPosition().generation == self.generation {
+            // The next track is being heard: it is the current one now.
+            previous = nil
+            if let (ended, started) = host.readerHeardNext(generation: self.generation) {
+                logger.info("track ended", metadata: ["track.path": "\(ended)"])
+                onEvent(.trackEnded(path: ended))
+                logger.info("playing", metadata: ["track.path": "\(started.path)", "gapless": "true"])
+                onEvent(.trackStarted(started))
+                onEvent(.gaplessTransition(from: ended, to: started))
+            }
+        }
+        let heard = shared.readPosition()
+        if heard.generation == self.generation, heard.loopEpoch == loopEpoch, heard.pass != reportedPass {
+            let wrapped = heard.pass > reportedPass
+            reportedPass = heard.pass
+            if wrapped, let loop = host.readerLoopRegion() {
+                let remaining = loop.count.map { max(0, Int64($0) - heard.pass) }
+                onEvent(.loopWrapped(pass: heard.pass, remaining: remaining))
+            }
+        }
+        let ended = shared.endedGeneration.load(ordering: .acquiring)
+        if ended != reportedEnded {
+            reportedEnded = ended
+            if let p = host.readerHeardEnd(generation: ended) {
+                logger.info("track ended", metadata: ["track.path": "\(p)"])
+                onEvent(.trackEnded(path: p))
+                onEvent(.stateChanged(.stopped))
+            }
+        }
+        let underruns = shared.underruns.load(ordering: .relaxed)
+        let now = monotonicNanoseconds()
+        if underruns != reportedUnderruns && now &- lastUnderrunReport > 1_000_000_000 {
+            reportedUnderruns = underruns
+            lastUnderrunReport = now
+            logger.warning("underruns", metadata: ["underruns.total": "\(underruns)"])
+            onEvent(.underruns(total: underruns))
+        }
+        if let d = self.decoder, d.corruptPackets != reportedCorrupt {
+            reportedCorrupt = d.corruptPackets
+            host.readerCorruptPackets(d.corruptPackets)
+            logger.warning("corrupt packets skipped", metadata: ["track.path": "\(d.info.path)", "packets.total": "\(d.corruptPackets)"])
+            onEvent(.corruptPackets(path: d.info.path, total: d.corruptPackets))
+        }
+        let deviceError = shared.deviceError.load(ordering: .relaxed)
+        if deviceError != reportedDeviceError {
+            reportedDeviceError = deviceError
+            guard deviceError != 0 else { return }  // cleared by a reopen
+            let e = StreamError(.outputFailed, "output failed: \(String(cString: strerror(Int32(-deviceError)))) (\(deviceError))")
+            logger.error("output failed", metadata: ["errno": "\(deviceError)"])
+            onEvent(.error(e))
+        }
+    }
+}
