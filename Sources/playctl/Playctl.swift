@@ -1,4 +1,5 @@
 import ArgumentParser
+import CoreStream
 import PlaydProtocol
 #if canImport(Glibc)
 import Glibc
@@ -21,6 +22,13 @@ struct Playctl: ParsableCommand {
                       RepeatMode.self, SingleMode.self, Shuffle.self, Consume.self, Export.self,
                       Update.self, Search.self, Find.self, List.self, Ls.self,
                       Status.self, Watch.self, Ping.self])
+
+    /// The arguments as bytes, escaped as ``PathBytes`` says: `CommandLine.arguments`
+    /// turns bytes that are not UTF-8 into U+FFFD, so a file with a Latin-1 name could
+    /// not be named at all.
+    static func main() {
+        main((1..<Int(CommandLine.argc)).map { PathBytes.text(cString: CommandLine.unsafeArgv[$0]!) })
+    }
 }
 
 struct Connection: ParsableArguments {
@@ -81,7 +89,7 @@ func parseTime(_ text: String) throws -> TimeArgument {
 func absolute(_ path: String) -> String {
     guard !path.hasPrefix("/") else { return path }
     var buf = [CChar](repeating: 0, count: 4096)
-    return getcwd(&buf, buf.count) != nil ? String(cString: buf) + "/" + path : path
+    return getcwd(&buf, buf.count) != nil ? PathBytes.text(cString: buf) + "/" + path : path
 }
 
 struct Play: ParsableCommand {
@@ -369,7 +377,7 @@ struct Cover: ParsableCommand {
         }
         let mime = c["mime"]?.stringValue ?? ""
         let path = out ?? (mime == "image/png" ? "cover.png" : "cover.jpg")
-        guard let f = fopen(path, "wb") else { fail("\(path): \(String(cString: strerror(errno)))", code: 1) }
+        guard let f = PathBytes.withCPath(path, { fopen($0, "wb") }) else { fail("\(path): \(String(cString: strerror(errno)))", code: 1) }
         let written = bytes.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, f) }
         fclose(f)
         guard written == bytes.count else { fail("\(path): short write", code: 1) }

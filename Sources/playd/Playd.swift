@@ -62,6 +62,12 @@ struct Playd: ParsableCommand {
     @Argument(help: "Audio files to play.")
     var files: [String] = []
 
+    /// The arguments as bytes, escaped as ``PathBytes`` says (a FILE with a name that
+    /// is not UTF-8 can be played).
+    static func main() {
+        main((1..<Int(CommandLine.argc)).map { PathBytes.text(cString: CommandLine.unsafeArgv[$0]!) })
+    }
+
     func run() throws {
         ProcessTuning.tuneMalloc()
         if files.isEmpty && !demo { return try runDaemon() }

@@ -385,6 +385,53 @@ struct HostileInputTests {
         #expect(try JSON.parse(String(contentsOfFile: d.stateFile, encoding: .utf8))["file"] == .string(Self.track))
     }
 
+    /// A file whose name is Latin-1 (not UTF-8) and one with a literal `\x41` in its name:
+    /// named by playctl with raw bytes, found by a folder add and by MPD's `lsinfo`,
+    /// played, and shown escaped (`caf\xe9.flac`, `x\x5cx41.flac`). Before, playctl
+    /// sent U+FFFD and folder adds dropped the file.
+    @Test func namesThatAreNotUTF8PlayAndShowEscaped() throws {
+        let d = try DaemonHarness(extraConfig: "[library]\nmusic_roots = [\"$DIR/music\"]\nupdate_on_start = false", output: "null")
+        let album = d.dir + "/music/album"
+        try FileManager.default.createDirectory(atPath: album, withIntermediateDirectories: true)
+        // printf writes the raw bytes: \351 is é in Latin-1; '\\x41' a backslash, x, 4, 1.
+        let make = try Shell.run(["/bin/sh", "-c", #"cp "$1" "$(printf '%s/caf\351.flac' "$2")" && cp "$1" "$2/x\x41.flac""#,
+                                  "sh", Self.track, album])
+        try #require(make.status == 0, "\(make.stderr)")
+        try d.start()
+        let latin1 = album + "/caf\\xe9.flac", backslash = album + "/x\\x5cx41.flac"
+        // playctl with the name's bytes as its argument.
+        let add = try Shell.run(["/bin/sh", "-c", #""$0" add "$(printf '%s/caf\351.flac' "$1")""#, DaemonHarness.playctl, album],
+                                environment: ["PLAYD_SOCKET": d.socket])
+        #expect(add.status == 0, "\(add.stderr)")
+        // A folder add finds both.
+        #expect(try d.playctl("add", album).0 == 0)
+        let paths = d.request("queue")?["queue"]?.arrayValue?.compactMap { $0["file"]?.stringValue } ?? []
+        #expect(paths == [latin1, latin1, backslash], "\(paths)")
+        // The library indexes them, and MPD lists them under the root.
+        let events = try LineClient(path: d.socket)
+        _ = events.request(.obj(("id", .int(1)), ("cmd", .string("subscribe"))))
+        #expect(d.request("update")?["ok"] == .bool(true))
+        var finished: JSON?
+        while finished == nil, let line = events.readLine(timeoutMillis: 20_000) {
+            if let j = try? JSON.parse(line), j["event"] == .string("update"), j["state"] == .string("finished") { finished = j }
+        }
+        #expect(finished?["added"]?.numberValue == 2, "\(finished?.text ?? "no update event")")
+        let mpd = try LineClient(path: d.dir + "/mpd.sock")
+        _ = mpd.readLine(timeoutMillis: 10_000)
+        #expect(mpd.send("lsinfo album"))
+        var lines: [String] = []
+        while let l = mpd.readLine(timeoutMillis: 10_000), l != "OK", !l.hasPrefix("ACK") { lines.append(l) }
+        #expect(lines.contains("file: album/caf\\xe9.flac") && lines.contains("file: album/x\\x5cx41.flac"), "\(lines)")
+        // Both play, and status names them as listed.
+        for (index, path) in [(0, latin1), (2, backslash)] {
+            #expect(d.request("play", ("index", .int(index)))?["ok"] == .bool(true))
+            let status = d.request("status")
+            #expect(status?["state"] == .string("playing") && status?["file"] == .string(path), "\(status?.text ?? "")")
+        }
+        let shown = try d.playctl("status").1
+        #expect(shown.contains("x\\x5cx41.flac"), "\(shown)")
+    }
+
     @Test func pathsWithNULAndDuplicateKeysAreRefused() throws {
         let d = try DaemonHarness(output: "null")
         try d.start()

@@ -115,7 +115,7 @@ final class Encoder {
             ps.pointee.time_base = AVRational(num: 1, den: 90_000)
             picture = ps
         }
-        ret = avio_open(&oc.pointee.pb, path, AVIO_FLAG_WRITE)
+        ret = PathBytes.withCPath(path) { avio_open(&oc.pointee.pb, $0, AVIO_FLAG_WRITE) }
         guard ret >= 0 else { throw fail("avio_open", ret) }
         ret = avformat_write_header(oc, nil)
         guard ret >= 0 else { throw fail("avformat_write_header", ret) }

@@ -129,7 +129,7 @@ public final class Exporter {
     private static func checkOutput(_ o: ExportOptions) throws(StreamError) {
         let dir = o.output.contains("/") ? String(o.output[..<o.output.lastIndex(of: "/")!]) : "."
         var st = stat()
-        guard stat(dir.isEmpty ? "/" : dir, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
+        guard PathBytes.stat(dir.isEmpty ? "/" : dir, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
             throw StreamError(.fileNotFound, "export: \(dir): no such directory")
         }
         guard access(dir.isEmpty ? "/" : dir, W_OK) == 0 else {
@@ -143,7 +143,7 @@ public final class Exporter {
     /// link's target would be created).
     static func checkReplaceable(_ output: String, force: Bool) throws(StreamError) {
         var st = stat()
-        guard lstat(output, &st) == 0 else { return }
+        guard PathBytes.lstat(output, &st) == 0 else { return }
         guard (st.st_mode & S_IFMT) == S_IFREG else {
             throw StreamError(.notRegularFile, "export: \(output) exists and is not a regular file (a link, device, FIFO or folder); it is never replaced")
         }
@@ -155,7 +155,7 @@ public final class Exporter {
     public func run(progress: (Progress) -> Void = { _ in }, cancelled: () -> Bool = { false }) throws(StreamError) {
         let tmp = options.output + ".playd-\(getpid()).tmp"
         var done = false
-        defer { if !done { unlink(tmp) } }
+        defer { if !done { _ = PathBytes.withCPath(tmp) { unlink($0) } } }
         let cover = decoder.info.cover != nil ? try AudioDecoder.coverPicture(path: options.input) : nil
         let encoder = try Encoder(options: options, format: outFormat, bits: bits, path: tmp, tags: decoder.info.tags, cover: cover)
         encoderName = encoder.name
@@ -190,7 +190,7 @@ public final class Exporter {
                           rate: outFormat.sampleRate))
         // Checked again: something may have been put there while the export ran.
         try Self.checkReplaceable(options.output, force: true)
-        guard rename(tmp, options.output) == 0 else {
+        guard PathBytes.withCPath(tmp, { t in PathBytes.withCPath(options.output) { rename(t, $0) } }) == 0 else {
             throw StreamError(.ioError, "export: rename(\(tmp), \(options.output)) failed: \(String(cString: strerror(errno)))")
         }
         done = true

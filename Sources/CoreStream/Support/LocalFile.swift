@@ -50,7 +50,7 @@ public enum LocalFile {
         guard !path.utf8.contains(0) else { throw StreamError(.invalidArgument, "a path cannot contain a NUL byte") }
         let roots = withinRoots ? self.roots : []
         var st = stat()
-        if stat(path, &st) != 0 {
+        if PathBytes.withCPath(path, { stat($0, &st) }) != 0 {
             let e = errno
             // Outside the roots, "no such file" would say which files exist there.
             if !roots.isEmpty, !isInside(resolvedParent(path), roots: roots) { throw outsideRoots(path, roots: roots) }
@@ -63,7 +63,7 @@ public enum LocalFile {
             }
         }
         try checkType(path, st)
-        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+        let fd = PathBytes.withCPath(path) { open($0, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY) }
         if fd < 0 {
             let e = errno
             if !roots.isEmpty, !isInside(resolvedParent(path), roots: roots) { throw outsideRoots(path, roots: roots) }
@@ -118,7 +118,7 @@ public enum LocalFile {
         var buf = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let n = readlink("/proc/self/fd/\(fd)", &buf, buf.count - 1)
         guard n > 0 else { return nil }
-        return String(decoding: buf[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return PathBytes.text(buf[..<n].map { UInt8(bitPattern: $0) })
     }
 
     /// The resolved path of the nearest existing folder above `path` plus the rest:
@@ -127,9 +127,9 @@ public enum LocalFile {
         var dir = path
         var rest: [Substring] = []
         while true {
-            if let p = realpath(dir, nil) {
+            if let p = PathBytes.withCPath(dir, { realpath($0, nil) }) {
                 defer { free(p) }
-                let base = String(cString: p)
+                let base = PathBytes.text(cString: p)
                 return rest.isEmpty ? base : base + "/" + rest.reversed().joined(separator: "/")
             }
             guard let slash = dir.lastIndex(of: "/") else { return path }

@@ -135,9 +135,7 @@ public final class MusicLibrary: @unchecked Sendable {
     // MARK: - Paths
 
     static func realPath(_ path: String) -> String? {
-        guard let p = realpath(path, nil) else { return nil }
-        defer { free(p) }
-        return String(cString: p)
+        PathBytes.realPath(path)
     }
 
     /// The resolved path of `path` when it lies under a root (after following symlinks
@@ -255,7 +253,7 @@ public final class MusicLibrary: @unchecked Sendable {
         func scan(_ target: String) throws {
             try db.execute("BEGIN")
             var st = stat()
-            guard stat(target, &st) == 0 else {
+            guard PathBytes.stat(target, &st) == 0 else {
                 report.unreadable.append("\(target): \(String(cString: strerror(errno)))")
                 try db.execute("COMMIT")
                 return
@@ -287,10 +285,10 @@ public final class MusicLibrary: @unchecked Sendable {
             var stack = [top]
             while let dir = stack.popLast() {
                 var st = stat()
-                guard stat(dir, &st) == 0 else { continue }
+                guard PathBytes.stat(dir, &st) == 0 else { continue }
                 guard visited.insert([UInt64(st.st_dev), UInt64(st.st_ino)]).inserted else { continue }
                 try upsertDir.run([.text(dir), .text(parent(dir)), .int(generation)])
-                guard let d = opendir(dir) else {
+                guard let d = PathBytes.opendir(dir) else {
                     report.unreadable.append("\(dir): \(String(cString: strerror(errno)))")
                     // Keep what was indexed under it: it may come back.
                     let keep = try db.prepare("UPDATE songs SET seen = ?2 WHERE path LIKE ?1 ESCAPE '\\'")
@@ -301,17 +299,15 @@ public final class MusicLibrary: @unchecked Sendable {
                 }
                 var subdirs: [String] = []
                 while let e = readdir(d) {
-                    let name = withUnsafeBytes(of: e.pointee.d_name) { raw in
-                        String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-                    }
+                    let name = PathBytes.name(of: e)
                     if name.hasPrefix(".") { continue }  // ., .., hidden files (as MPD)
                     let full = dir + "/" + name
                     var lst = stat()
-                    guard lstat(full, &lst) == 0 else { continue }
+                    guard PathBytes.lstat(full, &lst) == 0 else { continue }
                     var target = lst
                     if (lst.st_mode & S_IFMT) == S_IFLNK {
                         // Followed only when it stays inside the roots.
-                        guard let real = MusicLibrary.realPath(full), library.isInside(real), stat(full, &target) == 0 else {
+                        guard let real = MusicLibrary.realPath(full), library.isInside(real), PathBytes.stat(full, &target) == 0 else {
                             report.skippedLinks += 1
                             continue
                         }

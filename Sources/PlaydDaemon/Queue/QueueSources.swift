@@ -26,7 +26,7 @@ enum QueueSources {
 
     static func expand(_ path: String, limits: Limits = Limits()) throws(Error) -> [String] {
         var st = stat()
-        guard stat(path, &st) == 0 else {
+        guard PathBytes.stat(path, &st) == 0 else {
             // LocalFile gives the answer outside the roots the same way for files that
             // exist and files that do not.
             _ = try LocalFile.openRegular(path)
@@ -81,7 +81,7 @@ enum QueueSources {
     private static func walk(_ dir: String, _ seen: inout Set<[UInt64]>, _ out: inout [String],
                              _ visited: inout Int, _ max: Int) throws(Error) {
         var st = stat()
-        guard stat(dir, &st) == 0, seen.insert([UInt64(st.st_dev), UInt64(st.st_ino)]).inserted,
+        guard PathBytes.stat(dir, &st) == 0, seen.insert([UInt64(st.st_dev), UInt64(st.st_ino)]).inserted,
               let names = names(in: dir) else { return }
         visited += names.count
         guard visited <= maxNamesVisited else {
@@ -90,7 +90,7 @@ enum QueueSources {
         for name in names.sorted(by: naturalLess) {
             let p = dir.hasSuffix("/") ? dir + name : dir + "/" + name
             var s = stat()
-            guard stat(p, &s) == 0 else { continue }
+            guard PathBytes.stat(p, &s) == 0 else { continue }
             if (s.st_mode & S_IFMT) == S_IFDIR {
                 try walk(p, &seen, &out, &visited, max)
             } else if (s.st_mode & S_IFMT) == S_IFREG, audioExtensions.contains(fileExtension(p)) {
@@ -102,11 +102,11 @@ enum QueueSources {
 
     /// The names in `dir` but hidden ones, unsorted; nil when it cannot be read.
     static func names(in dir: String) -> [String]? {
-        guard let d = opendir(dir) else { return nil }
+        guard let d = PathBytes.opendir(dir) else { return nil }
         defer { closedir(d) }
         var names: [String] = []
         while let e = readdir(d) {
-            let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = PathBytes.name(of: e)
             if !name.hasPrefix(".") { names.append(name) }
         }
         return names
@@ -122,7 +122,7 @@ enum QueueSources {
         for raw in bytes.split(separator: 0x0A, omittingEmptySubsequences: true) {
             // A NUL byte ends a C path early: such a line names no file.
             if raw.contains(0) { continue }
-            var text = String(decoding: raw, as: UTF8.self)
+            var text = PathBytes.text(raw)
             if text.hasPrefix("\u{FEFF}") { text.removeFirst() }
             while let last = text.last, last.isNewline || last == " " { text.removeLast() }
             guard !text.isEmpty, let e = entry(text), !e.isEmpty else { continue }

@@ -142,7 +142,7 @@ extension MPDCommands {
         for name in names.sorted(by: QueueSources.naturalLess) {
             let full = dir + "/" + name
             var st = stat()
-            guard stat(full, &st) == 0 else { continue }
+            guard PathBytes.stat(full, &st) == 0 else { continue }
             if (st.st_mode & S_IFMT) == S_IFDIR {
                 lines.append("directory: \(uri(p, full))")
             } else if QueueSources.audioExtensions.contains(String(name.split(separator: ".").last ?? "").lowercased()) {
