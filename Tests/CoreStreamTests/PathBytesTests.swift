@@ -20,6 +20,12 @@ struct PathBytesTests {
         #expect(PathBytes.bytes(text) == bytes)
     }
 
+    /// Escapes `text` never writes stay literal: no NUL or "/" spelled as `\x00`, `\x2f`.
+    @Test(arguments: ["a\\x00b", "..\\x2fetc", "\\x41"])
+    func onlyItsOwnEscapesAreDecoded(_ text: String) {
+        #expect(PathBytes.bytes(text) == Array(text.utf8))
+    }
+
     /// Any bytes but NUL come back as they went, through text that is valid UTF-8.
     @Test func randomNamesRoundTrip() {
         var rng = SplitMix64(seed: 20261122)

@@ -44,7 +44,8 @@ public enum PathBytes {
         return String(decoding: out, as: UTF8.self)  // valid by construction
     }
 
-    /// The bytes `text` names: the inverse of ``text(_:)``.
+    /// The bytes `text` names: the inverse of ``text(_:)``. Never contains a NUL that
+    /// `text` did not (a text with one is refused by ``LocalFile``).
     public static func bytes(_ text: String) -> [UInt8] {
         let u = Array(text.utf8)
         guard u.contains(0x5C) else { return u }
@@ -52,8 +53,12 @@ public enum PathBytes {
         out.reserveCapacity(u.count)
         var i = 0
         while i < u.count {
-            if u[i] == 0x5C && isEscape(u, at: i) {
-                out.append(UInt8(hexValue(u[i + 2]) << 4 | hexValue(u[i + 3])))
+            // Only the escapes `text` writes: a stray byte (0x80 and up) or a backslash.
+            // Any other `\xHH` is literal text, so a client cannot spell a NUL or a "/"
+            // that way (`\x00` would have cut the C path short).
+            if u[i] == 0x5C && isEscape(u, at: i),
+               case let v = UInt8(hexValue(u[i + 2]) << 4 | hexValue(u[i + 3])), v >= 0x80 || v == 0x5C {
+                out.append(v)
                 i += 4
             } else {
                 out.append(u[i])
