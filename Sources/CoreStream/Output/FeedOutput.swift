@@ -187,7 +187,7 @@ public final class FeedOutput: @unchecked Sendable {
             throw StreamError(.invalidArgument, "feed \(spec): name '\(name)' must be letters, digits, - or _")
         }
         var st = stat()
-        if stat(body, &st) == 0 && (st.st_mode & S_IFMT) != S_IFIFO {
+        if PathBytes.stat(body, &st) == 0 && (st.st_mode & S_IFMT) != S_IFIFO {
             throw StreamError(.invalidArgument, "feed \(spec): \(body) exists and is not a FIFO")
         }
         return (body, format, name)
@@ -479,8 +479,8 @@ public final class FeedOutput: @unchecked Sendable {
         guard now >= nextOpenAttempt else { return false }
         nextOpenAttempt = now + 200_000_000
         var st = stat()
-        if stat(path, &st) != 0 {
-            if mkfifo(path, 0o660) != 0 && errno != EEXIST {
+        if PathBytes.stat(path, &st) != 0 {
+            if PathBytes.withCPath(path, { mkfifo($0, 0o660) }) != 0 && errno != EEXIST {
                 report(error: "mkfifo(\(path)) failed: \(String(cString: strerror(errno)))")
                 nextOpenAttempt = now + 5_000_000_000
                 setState(.failed)
@@ -493,8 +493,8 @@ public final class FeedOutput: @unchecked Sendable {
             return false
         }
         // Our own read end first: then the write end opens whether or not anyone reads.
-        let r = Glibc.open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-        let w = r < 0 ? -1 : Glibc.open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
+        let r = PathBytes.withCPath(path) { Glibc.open($0, O_RDONLY | O_NONBLOCK | O_CLOEXEC) }
+        let w = r < 0 ? -1 : PathBytes.withCPath(path) { Glibc.open($0, O_WRONLY | O_NONBLOCK | O_CLOEXEC) }
         if r < 0 || w < 0 {
             report(error: "open(\(path)) failed: \(String(cString: strerror(errno)))")
             if r >= 0 { Glibc.close(r) }

@@ -25,7 +25,7 @@ public final class WAVOutput: VirtualDevice {
 
     override func openSink(_ format: PCMFormat) throws(StreamError) {
         closeSink()
-        fd = Glibc.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        fd = PathBytes.withCPath(path) { Glibc.open($0, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
         if fd < 0 {
             throw StreamError(.outputUnavailable, "wav:\(path): open() failed: \(String(cString: strerror(errno)))")
         }

@@ -50,7 +50,7 @@ public enum LocalFile {
         guard !path.utf8.contains(0) else { throw StreamError(.invalidArgument, "a path cannot contain a NUL byte") }
         let roots = withinRoots ? self.roots : []
         var st = stat()
-        if PathBytes.withCPath(path, { stat($0, &st) }) != 0 {
+        if PathBytes.stat(path, &st) != 0 {
             let e = errno
             // Outside the roots, "no such file" would say which files exist there.
             if !roots.isEmpty, !isInside(resolvedParent(path), roots: roots) { throw outsideRoots(path, roots: roots) }
