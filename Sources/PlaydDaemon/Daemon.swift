@@ -46,6 +46,7 @@ public final class Daemon: @unchecked Sendable {
             Self.notify(server, player, changes, events)
         }
         server.afterTurn = { player.flush() }
+        player.resumeParked = { [unowned server] in server.resumeParked() }
         do {
             server.access = try AccessPolicy.resolve(users: config.allowedUsers, groups: config.allowedGroups)
         } catch {

@@ -12,7 +12,16 @@ public final class MPDSession: LineSession {
     public struct Failure: Error {
         public var code: Code
         public var message: String
+        /// Not a failure: the command waits for work off the control thread (a folder
+        /// walk). The session parks and runs the same command again when resumed.
+        public var pending = false
         public init(_ code: Code, _ message: String) { self.code = code; self.message = message }
+        /// The command waits for work running elsewhere; run it again when resumed.
+        public static var workPending: Failure {
+            var f = Failure(.system, "work pending")
+            f.pending = true
+            return f
+        }
     }
 
     /// Runs one command; returns its response lines (`key: value`), or throws.
@@ -113,6 +122,11 @@ public final class MPDSession: LineSession {
             let wasAuthorized = authorized
             switch run(words) {
             case .success(let lines): out += lines + (r.listOK ? "list_OK\n" : "")
+            case .failure(let f) where f.pending:
+                // Parked: this command runs again from the start when the work is done.
+                r.next = i
+                running = r
+                return SessionOutput(out, parked: true)
             case .failure(let f):
                 running = nil
                 return SessionOutput(out + ack(f, index: i, command: command),
@@ -194,6 +208,11 @@ public final class MPDSession: LineSession {
         let wasAuthorized = authorized
         switch run(words) {
         case .success(let lines): return SessionOutput(lines + "OK\n")
+        case .failure(let f) where f.pending:
+            // Parked: a one-command list runs it again when resumed, and answers as a
+            // single command would (no list_OK, "OK" or ACK at index 0).
+            running = ([line], 0, false)
+            return SessionOutput(parked: true)
         case .failure(let f):
             return SessionOutput(ack(f, index: 0, command: command),
                                  authFailed: command == "password" && !wasAuthorized && f.code == .password)
@@ -309,12 +328,18 @@ public struct SessionOutput: Equatable, Sendable {
     /// The line was a wrong password: the server holds this connection back for a
     /// while before its next line and counts the failure against the peer.
     public var authFailed: Bool
+    /// The request waits for work running off the control thread (a folder walk):
+    /// the server reads no line from this connection and does not resume it until
+    /// ``ControlServer/resumeParked()``; then it calls ``LineSession/resume()``.
+    public var parked: Bool
 
-    public init(_ text: String = "", close: Bool = false, more: Bool = false, authFailed: Bool = false) {
+    public init(_ text: String = "", close: Bool = false, more: Bool = false, authFailed: Bool = false,
+                parked: Bool = false) {
         self.text = text
         self.close = close
         self.more = more
         self.authFailed = authFailed
+        self.parked = parked
     }
 }
 
@@ -324,7 +349,8 @@ public protocol LineSession: AnyObject {
     func greeting() -> String?
     /// One line in (no newline).
     func handle(_ line: [UInt8]) -> SessionOutput
-    /// The next turn of work a previous output said was pending (`more`).
+    /// The next turn of work a previous output said was pending (`more`), or the
+    /// parked request again (`parked`).
     func resume() -> SessionOutput
     /// The client is waiting for events (MPD `idle`, a JSON subscriber): the idle
     /// timeout does not apply.

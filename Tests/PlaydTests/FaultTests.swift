@@ -148,40 +148,64 @@ struct FaultTests {
     }
 }
 
-/// A slow disk: the file is served through a FUSE mirror (scripts/slowfs) whose reads
-/// are throttled below the audio's byte rate for a while, then let go.
-@Suite("Slow disk")
-struct SlowDiskTests {
-    @Test func underrunsAreCountedAndPlaybackRecovers() throws {
-        let haveFuse = FileManager.default.fileExists(atPath: "/dev/fuse")
-            && (try? Shell.run(["/usr/bin/python3", "-c", "import fuse"]).status) == 0
-        guard haveFuse else {
-            #expect(ProcessInfo.processInfo.environment["PLAYD_REQUIRE_PULSE"] != "1",
-                    "the test command installs python3-fuse; /dev/fuse is needed too")
-            return
-        }
-        let base = NSTemporaryDirectory() + "playd-slowfs-\(getpid())"
-        let src = base + "/src", mnt = base + "/mnt", rate = base + "/rate"
+/// A folder served by scripts/slowfs (a FUSE mirror): reads throttled to the rate in
+/// `rate`, and folder listings that wait while the file `gate` exists. Needs
+/// /dev/fuse and python3-fuse (`scripts/install-deps --test`): without them the test
+/// fails, it does not skip.
+final class SlowMount {
+    let base: String, src: String, mnt: String, rate: String, gate: String
+    private let fs = Process()
+
+    /// `fill` makes the files under `src` before the mount.
+    init(name: String = #function, gated: Bool = false, fill: (String) throws -> Void) throws {
+        try #require(FileManager.default.fileExists(atPath: "/dev/fuse"), "/dev/fuse is missing: FUSE tests cannot run here")
+        try #require((try? Shell.run(["/usr/bin/python3", "-c", "import fuse"]))?.status == 0,
+                     "python3-fuse is missing: scripts/install-deps --test installs it")
+        base = NSTemporaryDirectory() + "playd-slowfs-\(getpid())-\(name.filter(\.isLetter))"
+        src = base + "/src"; mnt = base + "/mnt"; rate = base + "/rate"; gate = base + "/gate"
         try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: mnt, withIntermediateDirectories: true)
         try "0\n".write(toFile: rate, atomically: true, encoding: .utf8)
-        // 16-bit stereo WAV at 44.1 kHz: 176,400 bytes a second to read.
-        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:duration=40", "-ac", "2", src + "/t.wav"])
-        let fs = Process()
+        try fill(src)
         fs.executableURL = URL(fileURLWithPath: Fixtures.repositoryRoot.path + "/scripts/slowfs")
-        fs.arguments = [src, mnt, rate]
+        fs.arguments = [src, mnt, rate, gate]
         try fs.run()
-        defer {
-            // Lazy: detaches even while a (killed) playd still holds the file; then the
-            // FUSE server is stopped outright, so nothing here can wait forever.
-            _ = try? Shell.run(["/usr/bin/fusermount3", "-uz", mnt])
-            kill(fs.processIdentifier, SIGKILL)
-            fs.waitUntilExit()
-            try? FileManager.default.removeItem(atPath: base)
-        }
+        // Mounted when the mount point shows the source's first file (a stat: never
+        // gated). Polled with a deadline: FUSE has no mount event to wait on.
+        let first = try FileManager.default.contentsOfDirectory(atPath: src).sorted().first ?? ""
         var mounted = false
-        for _ in 0..<100 where !mounted { mounted = FileManager.default.fileExists(atPath: mnt + "/t.wav"); usleep(50_000) }
+        for _ in 0..<200 where !mounted { mounted = FileManager.default.fileExists(atPath: mnt + "/" + first); usleep(25_000) }
+        if !mounted { stop() }
         try #require(mounted, "slowfs did not mount")
+        if gated { closeGate() }
+    }
+
+    /// Folder listings wait from now on.
+    func closeGate() { FileManager.default.createFile(atPath: gate, contents: Data()) }
+    func openGate() { try? FileManager.default.removeItem(atPath: gate) }
+
+    /// Opens the gate, detaches the mount (lazily: a killed playd may still hold a
+    /// file) and stops the FUSE server outright, so nothing here waits for ever.
+    func stop() {
+        openGate()
+        _ = try? Shell.run(["/usr/bin/fusermount3", "-uz", mnt])
+        if fs.isRunning { kill(fs.processIdentifier, SIGKILL) }
+        fs.waitUntilExit()
+        try? FileManager.default.removeItem(atPath: base)
+    }
+}
+
+/// A slow disk: the file is served through a FUSE mirror (scripts/slowfs) whose reads
+/// are throttled below the audio's byte rate for a while, then let go.
+@Suite("Slow disk", .serialized)
+struct SlowDiskTests {
+    @Test func underrunsAreCountedAndPlaybackRecovers() throws {
+        // 16-bit stereo WAV at 44.1 kHz: 176,400 bytes a second to read.
+        let m = try SlowMount { src in
+            try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:duration=40", "-ac", "2", src + "/t.wav"])
+        }
+        defer { m.stop() }
+        let (mnt, rate) = (m.mnt, m.rate)
 
         let d = try DaemonHarness(output: "null")
         try d.start()
@@ -217,5 +241,68 @@ struct SlowDiskTests {
         #expect(b["underruns"]?.numberValue == underruns, "underruns went on after the disk recovered")
         d.kill9()  // before the mount goes
         print("slow disk: \(Int(underruns)) underruns (periods of silence) while reads ran at 30 kB/s for 4 s, \(underrunEvents) underrun events; then \(String(format: "%.2f", moved)) s played in 2 s")
+    }
+
+    /// A folder `add` on a disk that hangs (a listing that never returns until the
+    /// test lets it) runs off the control thread: while mpc's `add` waits, other
+    /// clients on both protocols are answered, and a second client's `add` of a file
+    /// goes through; when the disk answers, mpc's `add` completes with every file in
+    /// natural order. SIGTERM during a hung walk ends playd. On the old code the walk
+    /// ran on the control thread: `mpc status` never came back.
+    @Test func aFolderAddOnAHungDiskLeavesEveryoneElseServed() throws {
+        let names = ["1 One.flac", "2 Two.flac", "10 Ten.flac"]
+        let m = try SlowMount(gated: true) { src in
+            for dir in ["album", "album2"] {
+                try FileManager.default.createDirectory(atPath: src + "/" + dir, withIntermediateDirectories: true)
+                for n in names { try FileManager.default.copyItem(atPath: Fixtures.named("flac-44100-2.flac").path, toPath: src + "/\(dir)/\(n)") }
+            }
+        }
+        defer { m.stop() }
+        let d = try DaemonHarness(output: "null")
+        try d.start()
+        defer { d.kill9() }  // before the mount goes
+        let mpd = d.dir + "/mpd.sock"
+        func mpc(_ args: String...) throws -> Shell.Output {
+            // `timeout`: a control thread stuck in the walk never answers.
+            try Shell.run(["timeout", "20", "mpc", "-h", mpd] + args)
+        }
+        let add = Process()
+        add.executableURL = URL(fileURLWithPath: "/usr/bin/mpc")
+        add.arguments = ["-h", mpd, "add", m.mnt + "/album"]
+        add.standardOutput = FileHandle.nullDevice
+        try add.run()
+        // The add is parked on the hung listing; everyone else is served.
+        let status = try mpc("status")
+        #expect(status.status == 0, "mpc status while a walk hangs: \(status.stderr)")
+        #expect(String(decoding: status.stdout, as: UTF8.self).contains("volume:"))
+        #expect(d.request("status")?["ok"] == .bool(true))
+        let one = Fixtures.named("flac-44100-2.flac").path
+        #expect(d.request("add", ("path", .string(one)))?["ok"] == .bool(true), "a file add does not wait for the walk")
+        #expect(add.isRunning, "mpc add returned while the folder listing was still held")
+        m.openGate()
+        let deadline = Date().addingTimeInterval(30)
+        while add.isRunning && Date() < deadline { usleep(10_000) }
+        try #require(!add.isRunning, "mpc add never returned after the disk answered")
+        #expect(add.terminationStatus == 0)
+        let list = try mpc("playlist", "-f", "%file%")
+        #expect(String(decoding: list.stdout, as: UTF8.self).split(separator: "\n").map(String.init)
+                == [one] + names.sorted { $0.compare($1, options: .numeric) == .orderedAscending }.map { m.mnt + "/album/" + $0 })
+
+        // SIGTERM while a walk hangs: playd saves and stops all the same (the walker is
+        // detached, nobody joins it). The process itself ends when the listing returns:
+        // a thread in a FUSE request the server has taken waits for the answer, killed
+        // or not (the kernel's rule, for any program).
+        m.closeGate()
+        let c = try LineClient(path: d.socket)
+        #expect(c.send(#"{"id":1,"cmd":"add","path":"\#(m.mnt)/album2"}"#))
+        #expect(c.readLine(timeoutMillis: 200) == nil, "the add waits for the walk")
+        let p = try #require(d.process)
+        p.terminate()
+        #expect(d.waitFor(seconds: 30) { d.log.split(separator: "\n").contains { $0.hasSuffix("stopped") } },
+                "playd did not stop on SIGTERM while a folder walk hung: \(d.log)")
+        m.openGate()
+        let end = Date().addingTimeInterval(30)
+        while p.isRunning && Date() < end { usleep(10_000) }
+        #expect(!p.isRunning, "playd's process did not end once the listing returned")
     }
 }

@@ -14,11 +14,29 @@ struct PlayerTests {
     final class Box: @unchecked Sendable {
         // @unchecked Sendable: `posted` is behind its Mutex; the rest is the test thread's.
         var changes = Changes(); var events: [PlayerEvent] = []; var flushes = 0
+        /// Times the player asked for parked sessions to be resumed.
+        var resumes = 0
         let posted = Mutex<[@Sendable () -> Void]>([])
+        /// Signalled at every post (the walker's result comes back this way).
+        let arrived = DispatchSemaphore(value: 0)
         /// What the server's loop does in a turn: posted work (engine events), then flush.
         func turn(_ p: Player) {
-            for work in posted.withLock({ l -> [@Sendable () -> Void] in defer { l.removeAll() }; return l }) { work() }
+            runPosted()
             p.flush()
+        }
+        func runPosted() {
+            for work in posted.withLock({ l -> [@Sendable () -> Void] in defer { l.removeAll() }; return l }) { work() }
+        }
+        /// `add` as a session runs it: parked while the walker collects the sources,
+        /// run again within the turn the result is posted back in.
+        @discardableResult
+        func add(_ p: Player, _ sources: [String], place: Command.Place = .end) throws -> Outcome {
+            while true {
+                let result = Result { () throws(PlayerError) -> Outcome in try p.perform(.add(sources: sources, place: place)) }
+                guard case .failure(let e) = result, e.code == .workPending else { return try result.get() }
+                guard arrived.wait(timeout: .now() + 30) == .success else { throw e }
+                runPosted()
+            }
         }
     }
 
@@ -34,7 +52,8 @@ struct PlayerTests {
         let p = try Player(config: config, logger: logger)
         let box = Box()
         p.onNotify = { c, e in box.changes.formUnion(c); box.events += e; box.flushes += 1 }
-        p.post = { work in box.posted.withLock { $0.append(work) } }
+        p.post = { work in box.posted.withLock { $0.append(work) }; box.arrived.signal() }
+        p.resumeParked = { box.resumes += 1 }
         p.restore()
         return (p, box, dir)
     }
@@ -67,7 +86,7 @@ struct PlayerTests {
         let row = Self.rows.first { $0.0 == name }!
         let (p, box, dir) = try Self.player(name: name)
         defer { p.shutdown(); try? FileManager.default.removeItem(atPath: dir) }
-        try p.perform(.add(sources: [Self.long, Self.long], place: .end))
+        try box.add(p, [Self.long, Self.long])
         box.turn(p)
         box.changes = []
         for c in row.1 { try p.perform(c) }
@@ -79,7 +98,7 @@ struct PlayerTests {
     @Test func aBulkEditIsOneStateWrite() throws {
         let (p, box, dir) = try Self.player()
         defer { p.shutdown(); try? FileManager.default.removeItem(atPath: dir) }
-        try p.perform(.add(sources: Array(repeating: Self.long, count: 600), place: .end))
+        try box.add(p, Array(repeating: Self.long, count: 600))
         p.flush()
         let writes = p.stateWrites, flushes = box.flushes
         try p.perform(.remove(0..<500))
@@ -101,6 +120,34 @@ struct PlayerTests {
         #expect(p.queue.repeatMode == .off)
         try p.perform(.setRepeatMode(.one))
         #expect(p.queue.repeats && p.queue.single == .on)
+    }
+
+    /// A folder `add` waits for the walker thread: the first try says `workPending` and
+    /// changes nothing, the walk's result comes back as posted work that resumes the
+    /// parked sessions, and the same request then adds what the walk found, in
+    /// natural order. A second `add` of the same folder while the walk runs starts no
+    /// second walk; a result nobody took is gone after the turn.
+    @Test func aFolderAddWaitsForTheWalkerThread() throws {
+        let (p, box, dir) = try Self.player()
+        defer { p.shutdown(); try? FileManager.default.removeItem(atPath: dir) }
+        let folder = dir + "/music"
+        try FileManager.default.createDirectory(atPath: folder + "/sub", withIntermediateDirectories: true)
+        for name in ["10 b.flac", "2 a.flac", "sub/1 c.flac", "notes.txt"] {
+            try FileManager.default.copyItem(atPath: Self.long, toPath: folder + "/" + name)
+        }
+        #expect(throws: PlayerError.self) { try p.perform(.add(sources: [folder], place: .end)) }
+        #expect(throws: PlayerError.self) { try p.perform(.add(sources: [folder], place: .end)) }
+        #expect(p.queue.count == 0)
+        #expect(box.arrived.wait(timeout: .now() + 30) == .success)
+        box.runPosted()
+        #expect(box.resumes == 1, "one walk, one resume")
+        let out = try p.perform(.add(sources: [folder], place: .end))
+        #expect(out.added.count == 3)
+        #expect(p.queue.entries.map { String($0.path.dropFirst(folder.count + 1)) } == ["2 a.flac", "10 b.flac", "sub/1 c.flac"])
+        p.flush()
+        #expect(throws: PlayerError.self, "taken at the end of the turn: a later add walks again") {
+            try p.perform(.add(sources: [folder], place: .end))
+        }
     }
 
     /// Out-of-range arguments are typed errors, not traps.

@@ -44,3 +44,27 @@ public struct Handoff<Value>: @unchecked Sendable {
     public let value: Value
     public init(_ value: Value) { self.value = value }
 }
+
+extension PThread {
+    /// Starts `body` on a new detached thread named `name`: nobody joins it, so a body
+    /// stuck in a system call (a read on a hung network or FUSE file system) cannot
+    /// keep the process from exiting.
+    public static func detached(name: String, _ body: @escaping @Sendable () -> Void) {
+        final class Box {
+            let body: () -> Void
+            init(_ body: @escaping () -> Void) { self.body = body }
+        }
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+        var handle = pthread_t()
+        let box = Unmanaged.passRetained(Box(body)).toOpaque()
+        let r = pthread_create(&handle, &attributes, { arg in
+            Unmanaged<Box>.fromOpaque(arg!).takeRetainedValue().body()
+            return nil
+        }, box)
+        precondition(r == 0, "pthread_create() failed: \(r)")
+        _ = clinux_set_thread_name(handle, String(name.prefix(15)))
+    }
+}

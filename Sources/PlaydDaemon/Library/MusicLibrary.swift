@@ -140,10 +140,13 @@ public final class MusicLibrary: @unchecked Sendable {
 
     /// The resolved path of `path` when it lies under a root (after following symlinks
     /// and `..`), else nil. `path` may be relative to the first root.
-    public func resolveInside(_ path: String) -> String? {
+    public func resolveInside(_ path: String) -> String? { Self.resolveInside(path, roots: roots) }
+
+    /// The same for any roots. Thread: any.
+    static func resolveInside(_ path: String, roots: [String]) -> String? {
         let absolute = path.hasPrefix("/") ? path : (roots.first.map { $0 + "/" + path } ?? path)
-        guard absolute.utf8.count < Int(PATH_MAX), let real = Self.realPath(absolute) else { return nil }
-        return isInside(real) ? real : nil
+        guard absolute.utf8.count < Int(PATH_MAX), let real = realPath(absolute) else { return nil }
+        return !roots.isEmpty && LocalFile.isInside(real, roots: roots) ? real : nil
     }
 
     /// Whether a resolved path is a root or under one.

@@ -79,7 +79,7 @@ public struct Outcome: Sendable, Equatable {
 public struct PlayerError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         fileprivate enum Kind: String { case badRequest, invalidArgument, notPlaying, noSuchEntry, outsideLibrary, tooLarge,
-                                             updateRunning, noLibrary, noMixer, stream }
+                                             updateRunning, noLibrary, noMixer, stream, workPending }
         fileprivate let kind: Kind
         /// The engine's code, for `.stream`.
         public let stream: StreamError.Code?
@@ -92,6 +92,10 @@ public struct PlayerError: Error, Sendable, CustomStringConvertible {
         public static let updateRunning = Code(kind: .updateRunning, stream: nil)
         public static let noLibrary = Code(kind: .noLibrary, stream: nil)
         public static let noMixer = Code(kind: .noMixer, stream: nil)
+        /// Not an answer: the command waits for work off the control thread (a folder
+        /// walk). The session parks and sends the same command again when resumed; no
+        /// client ever sees this code.
+        public static let workPending = Code(kind: .workPending, stream: nil)
         public static func stream(_ c: StreamError.Code) -> Code { Code(kind: .stream, stream: c) }
         public var description: String { stream?.name ?? kind.rawValue }
     }

@@ -7,35 +7,14 @@ import Glibc
 /// path policy: with `library.music_roots` set, only files under the roots are played
 /// or queued, unless `library.allow_outside_roots` says otherwise. Control thread.
 extension Player {
-    /// The path to play or queue, resolved; refused when outside the roots. With no
-    /// roots configured (no library) every path is taken as given.
-    ///
-    /// A path outside the roots gets the same answer whether or not it exists (a "no
-    /// such file" would tell a local user which files exist in, say, /root). The roots
-    /// are checked again when the file is opened (``LocalFile``), on the descriptor.
-    public func admit(_ path: String) throws -> String {
-        guard !path.utf8.contains(0) else { throw PlayerError(.badRequest, "a path cannot contain a NUL byte") }
-        guard path.utf8.count <= 4096 else { throw PlayerError(.badRequest, "path longer than 4096 bytes") }
-        guard let library else { return path }
-        if let real = library.resolveInside(path) { return real }
-        if config.allowOutsideRoots { return path }
-        let absolute = path.hasPrefix("/") ? path : (library.roots.first ?? "") + "/" + path
-        // Inside the roots but missing: say so. Outside: one answer for all.
-        if LocalFile.isInside(LocalFile.resolvedParent(absolute), roots: library.roots) {
-            throw StreamError(.fileNotFound, "\(path): no such file")
-        }
-        throw PlayerError(.outsideLibrary,
-                           "\(path) is outside the music roots (\(library.roots.joined(separator: ", "))); set library.allow_outside_roots to allow it")
+    /// The roots rule as it stands now, as a value for work off the control thread.
+    var admission: SourceAdmission {
+        SourceAdmission(roots: library?.roots, allowOutsideRoots: config.allowOutsideRoots)
     }
 
-    /// `admit` for a list from a folder walk or a playlist: entries outside the roots
-    /// (a symlink out, a playlist line pointing elsewhere) are left out and counted.
-    func admitAll(_ paths: [String]) -> (kept: [String], refused: Int) {
-        guard library != nil else { return (paths, 0) }
-        var kept: [String] = []
-        for p in paths { if let a = try? admit(p) { kept.append(a) } }
-        return (kept, paths.count - kept.count)
-    }
+    /// The path to play or queue, resolved; refused when outside the roots
+    /// (``SourceAdmission/admit(_:)``).
+    public func admit(_ path: String) throws -> String { try admission.admit(path) }
 
     /// Starts a library scan; returns its job number.
     func update(_ path: String?) throws -> Int {
@@ -68,5 +47,45 @@ extension Player {
                                                   "updated": "\(r.updated)", "removed": "\(r.removed)",
                                                   "seconds": "\(r.seconds)"])
         emit(.updateFinished(r, songs: librarySongs))
+    }
+}
+
+/// The path policy: with `library.music_roots` set, only files under the roots are
+/// played or queued, unless `library.allow_outside_roots` says otherwise. A value, so
+/// a folder walk off the control thread applies the rule the request was made under.
+///
+/// Thread: any (realpath and stat calls).
+struct SourceAdmission: Sendable {
+    /// The library's roots, resolved; nil: no library, and every path is taken as given.
+    var roots: [String]?
+    var allowOutsideRoots: Bool
+
+    /// The path to play or queue, resolved; refused when outside the roots.
+    ///
+    /// A path outside the roots gets the same answer whether or not it exists (a "no
+    /// such file" would tell a local user which files exist in, say, /root). The roots
+    /// are checked again when the file is opened (``LocalFile``), on the descriptor.
+    func admit(_ path: String) throws -> String {
+        guard !path.utf8.contains(0) else { throw PlayerError(.badRequest, "a path cannot contain a NUL byte") }
+        guard path.utf8.count <= 4096 else { throw PlayerError(.badRequest, "path longer than 4096 bytes") }
+        guard let roots else { return path }
+        if let real = MusicLibrary.resolveInside(path, roots: roots) { return real }
+        if allowOutsideRoots { return path }
+        let absolute = path.hasPrefix("/") ? path : (roots.first ?? "") + "/" + path
+        // Inside the roots but missing: say so. Outside: one answer for all.
+        if LocalFile.isInside(LocalFile.resolvedParent(absolute), roots: roots) {
+            throw StreamError(.fileNotFound, "\(path): no such file")
+        }
+        throw PlayerError(.outsideLibrary,
+                          "\(path) is outside the music roots (\(roots.joined(separator: ", "))); set library.allow_outside_roots to allow it")
+    }
+
+    /// `admit` for a list from a folder walk or a playlist: entries outside the roots
+    /// (a symlink out, a playlist line pointing elsewhere) are left out and counted.
+    func admitAll(_ paths: [String]) -> (kept: [String], refused: Int) {
+        guard roots != nil else { return (paths, 0) }
+        var kept: [String] = []
+        for p in paths { if let a = try? admit(p) { kept.append(a) } }
+        return (kept, paths.count - kept.count)
     }
 }

@@ -10,11 +10,18 @@ extension Player {
         if case .index(let at) = place, !(0...queue.count).contains(at) {
             throw PlayerError(.invalidArgument, "position \(at) is outside 0…\(queue.count)")
         }
-        var files: [String] = []
-        // A StreamError names the path.
-        for p in sources { files += try QueueSources.expand(try admit(p), limits: sourceLimits(adding: files.count)) }
-        // Entries a folder's symlinks or a playlist lead out of the music roots.
-        let (kept, refused) = admitAll(files)
+        // A StreamError names the path. Entries a folder's symlinks or a playlist lead
+        // out of the music roots are left out and counted.
+        let collected: QueueSources.Collected
+        if let done = collectedSources[sources] {
+            collected = try done.get()
+        } else if QueueSources.fansOut(sources) {
+            collectOffThread(sources)
+            throw PlayerError(.workPending, "adding \(sources.count == 1 ? sources[0] : "\(sources.count) sources"): waiting for the folder walk")
+        } else {
+            collected = try QueueSources.collect(sources, admission: admission, limits: sourceLimits())
+        }
+        let (kept, refused) = (collected.files, collected.refused)
         try checkRoom(kept.count)
         let ids: [Int]
         switch place {
@@ -61,9 +68,26 @@ extension Player {
         queueChanged()
     }
 
+    /// Walks folders and reads playlists for an `add` on the walker thread; when done,
+    /// the result waits in ``collectedSources`` and the parked sessions run their
+    /// request again (``resumeParked``). One walk per list of sources at a time.
+    func collectOffThread(_ sources: [String]) {
+        guard collecting.insert(sources).inserted else { return }
+        let admission = self.admission, limits = sourceLimits(), post = self.post
+        walker.submit { [weak self] in
+            let result = Result { try QueueSources.collect(sources, admission: admission, limits: limits) }
+            post { [weak self] in
+                guard let self else { return }
+                self.collecting.remove(sources)
+                self.collectedSources[sources] = result
+                self.resumeParked()
+            }
+        }
+    }
+
     /// What one `add` may bring in: the room left in the queue, the playlist limits.
-    func sourceLimits(adding already: Int = 0) -> QueueSources.Limits {
-        QueueSources.Limits(maxEntries: max(0, config.maxQueueLength - queue.count - already),
+    func sourceLimits() -> QueueSources.Limits {
+        QueueSources.Limits(maxEntries: max(0, config.maxQueueLength - queue.count),
                             playlistBytes: config.maxPlaylistBytes, playlistEntries: config.maxPlaylistEntries)
     }
 

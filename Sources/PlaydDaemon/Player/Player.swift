@@ -25,7 +25,7 @@ public final class Player: @unchecked Sendable {
     /// Runs work on the control thread soon (the server's `post`). Any thread. Set by
     /// the daemon before ``restore()``, so before anything plays; until then engine
     /// events are dropped (nothing has played to report).
-    public var post: (@escaping @Sendable () -> Void) -> Void = { _ in }
+    public var post: @Sendable (@escaping @Sendable () -> Void) -> Void = { _ in }
     /// Told what changed, once per ``flush()``. Control thread.
     public var onNotify: ((Changes, [PlayerEvent]) -> Void)?
 
@@ -73,6 +73,17 @@ public final class Player: @unchecked Sendable {
     var probeCache: [String: (title: String?, artist: String?, duration: Double?)] = [:]
     /// Set while the output device is lost (Player+Output.swift). Control thread.
     var recovery: OutputRecovery?
+    /// Folder walks and playlist reads for `add`, off the control thread.
+    let walker = SerialWorker(name: "playd-walk")
+    /// `add`s whose sources the walker is collecting now (by their sources). Control thread.
+    var collecting: Set<[String]> = []
+    /// Collections the walker finished, kept until the end of the turn they arrived
+    /// in: the sessions resumed in that turn take them (``flush()`` drops them, so a
+    /// session that hung up meanwhile leaves nothing behind). Control thread.
+    var collectedSources: [[String]: Result<QueueSources.Collected, any Error>] = [:]
+    /// Resumes the sessions parked on ``PlayerError/Code/workPending`` (the server's
+    /// `resumeParked`). Set by the daemon. Control thread.
+    public var resumeParked: () -> Void = {}
 
     /// Opens the output (a broken device fails here) and the library.
     public init(config: DaemonConfig, logger: Logger) throws {
@@ -168,8 +179,10 @@ public final class Player: @unchecked Sendable {
 
     /// Writes the state if a command changed it, and tells ``onNotify`` what changed
     /// since the last flush: once per command, whichever protocol sent it. The server
-    /// calls it after every line and every piece of posted work. Control thread.
+    /// calls it at the end of every turn of its loop, after the lines and the posted
+    /// work of that turn. Control thread.
     public func flush() {
+        collectedSources.removeAll()
         if stateDirty { writeState() }
         guard !pendingChanges.isEmpty || !pendingEvents.isEmpty else { return }
         let (c, e) = (pendingChanges, pendingEvents)

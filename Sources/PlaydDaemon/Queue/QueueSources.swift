@@ -24,6 +24,37 @@ enum QueueSources {
         var playlistEntries = 10_000
     }
 
+    /// What one `add` brings in: the files, and how many entries were left out for
+    /// leading out of the music roots.
+    struct Collected: Sendable {
+        var files: [String]
+        var refused: Int
+    }
+
+    /// Every source admitted (``SourceAdmission``), expanded (folders walked,
+    /// playlists read) and what the expansion found admitted again. Thread: any; file
+    /// I/O of a duration nobody bounds (a large folder, a slow disk): the player runs it
+    /// on its walker thread when ``fansOut(_:)``.
+    static func collect(_ sources: [String], admission: SourceAdmission, limits: Limits) throws -> Collected {
+        var files: [String] = []
+        for p in sources {
+            var l = limits
+            l.maxEntries = max(0, limits.maxEntries - files.count)
+            files += try expand(try admission.admit(p), limits: l)
+        }
+        let (kept, refused) = admission.admitAll(files)
+        return Collected(files: kept, refused: refused)
+    }
+
+    /// Whether collecting `sources` may take long: more than one source, a folder or a
+    /// playlist. One file is a few system calls, done on the control thread at once.
+    static func fansOut(_ sources: [String]) -> Bool {
+        guard sources.count == 1, let p = sources.first else { return true }
+        if ["m3u", "m3u8", "pls"].contains(fileExtension(p)) { return true }
+        var st = stat()
+        return PathBytes.stat(p, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+    }
+
     static func expand(_ path: String, limits: Limits = Limits()) throws(Error) -> [String] {
         var st = stat()
         guard PathBytes.stat(path, &st) == 0 else {

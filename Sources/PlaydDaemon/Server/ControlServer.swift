@@ -26,6 +26,9 @@ import Glibc
 ///   events is closed (MPD's `connection_timeout`);
 /// - fairness: each turn of the loop handles at most ``linesPerTurn`` lines and one
 ///   read per client, and a long MPD command list runs a slice per turn;
+/// - a request that waits for work off this thread (a folder walk) parks its
+///   connection: no line of it is read, and it is not timed out, until
+///   ``resumeParked()`` says the work is done; the other clients are served meanwhile;
 /// - a wrong password holds the connection back (0.25 s, doubling to 8 s per failure of
 ///   the same peer in the last 10 minutes) and the 5th on one connection closes it.
 /// The render thread is never involved.
@@ -120,6 +123,9 @@ public final class ControlServer: @unchecked Sendable {
         var authFailures = 0
         /// The session said more work is pending (`SessionOutput.more`).
         var busy = false
+        /// The session waits for work off the control thread (`SessionOutput.parked`)
+        /// until ``ControlServer/resumeParked()``.
+        var parked = false
         var output: [UInt8] = []
         var outputOffset = 0
         var discardingLongLine = false
@@ -276,6 +282,16 @@ public final class ControlServer: @unchecked Sendable {
         }
     }
 
+    /// Work that parked sessions wait for has finished: each parked connection is
+    /// resumed (``LineSession/resume()``) in this turn of the loop, and runs its
+    /// request again; one still waiting parks again. Control thread.
+    public func resumeParked() {
+        for c in clients.values where c.parked {
+            c.parked = false
+            c.busy = true
+        }
+    }
+
     private static func makeDirectories(_ dir: String) throws(SetupError) {
         var path = ""
         for part in dir.split(separator: "/") {
@@ -318,12 +334,12 @@ public final class ControlServer: @unchecked Sendable {
                 let c = clients[fd]!
                 // Input is read while it can be handled: a held or busy client, or one
                 // with a turn's worth buffered, waits (TCP pushes back on the sender).
-                let wantInput = c.holdUntil <= now && !c.busy && c.buffered <= Self.maxLineBytes
+                let wantInput = c.holdUntil <= now && !c.busy && !c.parked && c.buffered <= Self.maxLineBytes
                 fds.append(pollfd(fd: fd, events: (wantInput ? Int16(POLLIN) : 0) | (c.pending > 0 ? Int16(POLLOUT) : 0), revents: 0))
                 if c.holdUntil > now { timeout = min(timeout, Int64((c.holdUntil - now) / 1_000_000) + 1) }
                 // Work waiting: poll without sleeping (not for a closing client, whose
                 // lines are never handled: that would spin until it is dropped).
-                if !c.closing && (c.busy || (c.holdUntil <= now && c.hasCompleteLine)) { timeout = 0 }
+                if !c.closing && (c.busy || (!c.parked && c.holdUntil <= now && c.hasCompleteLine)) { timeout = 0 }
                 if let due = c.session.nextTickDue { timeout = min(timeout, max(0, Int64(due) - Int64(now)) / 1_000_000) }
             }
             for until in restingUntil.values where until > now { timeout = min(timeout, Int64((until - now) / 1_000_000) + 1) }
@@ -341,7 +357,7 @@ public final class ControlServer: @unchecked Sendable {
                 if re & Int16(POLLIN | POLLHUP | POLLERR) != 0 { readFrom(c) }
                 if c.busy, !c.closing {
                     apply(c, c.session.resume())
-                } else if c.holdUntil <= t0 {
+                } else if c.holdUntil <= t0 && !c.parked {
                     handleInput(c)
                 }
                 if re & Int16(POLLOUT) != 0 || c.pending > 0 { flush(c) }
@@ -378,7 +394,7 @@ public final class ControlServer: @unchecked Sendable {
     private func expireIdle(_ now: UInt64) {
         let limit = UInt64(max(1, limits.connectionTimeoutSeconds)) * 1_000_000_000
         for c in Array(clients.values) where !c.closing && now &- c.lastActive > limit {
-            if c.busy || c.pending > 0 || c.session.waitsForEvents { continue }
+            if c.busy || c.parked || c.pending > 0 || c.session.waitsForEvents { continue }
             timedOutClients.add(1, ordering: .relaxed)
             c.closing = true
             if c.pending == 0 { drop(c) }
@@ -504,7 +520,7 @@ public final class ControlServer: @unchecked Sendable {
     /// Handles up to ``linesPerTurn`` complete lines of `c`'s input.
     private func handleInput(_ c: ClientContext) {
         var handled = 0
-        while handled < Self.linesPerTurn, !c.closing, !c.busy, c.holdUntil <= monotonicNanoseconds() {
+        while handled < Self.linesPerTurn, !c.closing, !c.busy, !c.parked, c.holdUntil <= monotonicNanoseconds() {
             guard let nl = c.input[c.inputStart...].firstIndex(of: 0x0A) else {
                 if c.buffered > Self.maxLineBytes {
                     c.input.removeAll()
@@ -546,6 +562,7 @@ public final class ControlServer: @unchecked Sendable {
         if !out.text.isEmpty { enqueueRaw(c, out.text) }
         if out.close { c.closing = true }
         c.busy = out.more && !out.close
+        c.parked = out.parked && !out.close
         if out.authFailed {
             let now = monotonicNanoseconds()
             c.authFailures += 1

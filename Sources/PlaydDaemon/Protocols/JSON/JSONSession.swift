@@ -14,6 +14,9 @@ final class JSONSession: LineSession {
     /// Position ticks every this many milliseconds (0: none), and when the next is due.
     private var tickMillis = 0
     private(set) var nextTickDue: UInt64?
+    /// A request waiting for work off the control thread (a folder walk), run again
+    /// when the server resumes this session.
+    private var parked: JSON?
 
     init(player: Player, counters: @escaping () -> ServerCounters) {
         self.player = player
@@ -22,7 +25,11 @@ final class JSONSession: LineSession {
 
     func greeting() -> String? { nil }
     var waitsForEvents: Bool { subscribed }
-    func resume() -> SessionOutput { SessionOutput() }
+    func resume() -> SessionOutput {
+        guard let request = parked else { return SessionOutput() }
+        parked = nil
+        return answer(request)
+    }
 
     func handle(_ bytes: [UInt8]) -> SessionOutput {
         var line = bytes
@@ -38,10 +45,21 @@ final class JSONSession: LineSession {
             return reply(errorReply(id: nil, .badJSON, "invalid JSON: \(error)"))
         }
         guard case .object = request else { return reply(errorReply(id: nil, .badJSON, "a request must be a JSON object")) }
-        return reply(run(request))
+        return answer(request)
     }
 
-    func run(_ req: JSON) -> JSON {
+    /// The reply to a request, or a parked session when it waits for a folder walk.
+    private func answer(_ request: JSON) -> SessionOutput {
+        do throws(PlayerError) {
+            return reply(try run(request))
+        } catch {
+            parked = request
+            return SessionOutput(parked: true)
+        }
+    }
+
+    /// The reply; throws only ``PlayerError/Code/workPending``.
+    func run(_ req: JSON) throws(PlayerError) -> JSON {
         let id = req["id"]
         guard let cmd = req["cmd"] else { return errorReply(id: id, .badRequest, "missing \"cmd\"") }
         guard let name = cmd.stringValue else { return errorReply(id: id, .badRequest, "\"cmd\" must be a string") }
@@ -49,6 +67,8 @@ final class JSONSession: LineSession {
         do {
             let result = try handler(JSONCommands.Context(player: player, request: req, session: self, counters: counters()))
             return .object([("id", id ?? .null), ("ok", .bool(true))] + result)
+        } catch let e as PlayerError where e.code == .workPending {
+            throw e
         } catch let e as PlayerError {
             return errorReply(id: id, code: JSONCommands.code(e), e.message)
         } catch let e as StreamError {

@@ -171,6 +171,7 @@ enum MPDCommands {
     /// MPD's ACK code for a player error.
     static func failure(_ e: PlayerError) -> Failure {
         switch e.code {
+        case .workPending: return .workPending
         case .notPlaying: return Failure(.playerSync, "Not playing")
         case .noSuchEntry: return Failure(.noExist, "No such song")
         case .outsideLibrary: return Failure(.permission, e.message)
