@@ -271,7 +271,10 @@ struct SlowDiskTests {
         add.arguments = ["-h", mpd, "add", m.mnt + "/album"]
         add.standardOutput = FileHandle.nullDevice
         try add.run()
-        // The add is parked on the hung listing; everyone else is served.
+        // A JSON client adds the same folder: it waits for the same walk.
+        let json = try LineClient(path: d.socket)
+        #expect(json.send(#"{"id":7,"cmd":"add","path":"\#(m.mnt)/album"}"#))
+        // The adds are parked on the hung listing; everyone else is served.
         let status = try mpc("status")
         #expect(status.status == 0, "mpc status while a walk hangs: \(status.stderr)")
         #expect(String(decoding: status.stdout, as: UTF8.self).contains("volume:"))
@@ -284,9 +287,11 @@ struct SlowDiskTests {
         while add.isRunning && Date() < deadline { usleep(10_000) }
         try #require(!add.isRunning, "mpc add never returned after the disk answered")
         #expect(add.terminationStatus == 0)
+        let reply = try JSON.parse(try #require(json.readLine(timeoutMillis: 30_000), "the JSON add never answered"))
+        #expect(reply["id"]?.numberValue == 7 && reply["ok"] == .bool(true) && reply["added"]?.arrayValue?.count == 3, "\(reply)")
         let list = try mpc("playlist", "-f", "%file%")
-        #expect(String(decoding: list.stdout, as: UTF8.self).split(separator: "\n").map(String.init)
-                == [one] + names.sorted { $0.compare($1, options: .numeric) == .orderedAscending }.map { m.mnt + "/album/" + $0 })
+        let album = names.sorted { $0.compare($1, options: .numeric) == .orderedAscending }.map { m.mnt + "/album/" + $0 }
+        #expect(String(decoding: list.stdout, as: UTF8.self).split(separator: "\n").map(String.init) == [one] + album + album)
 
         // SIGTERM while a walk hangs: playd saves and stops all the same (the walker is
         // detached, nobody joins it). The process itself ends when the listing returns:

@@ -76,6 +76,30 @@ struct MPDSessionTests {
         #expect(send(t, "idle bogus").0.hasPrefix("ACK [2@0] {idle}"))
     }
 
+    /// A command that waits for work off the control thread parks the session: the
+    /// lines a list has answered so far go out, nothing else; resumed, the same command
+    /// runs again and the list goes on from it (a single command answers as one).
+    @Test func aPendingCommandParksAndRunsAgainWhenResumed() {
+        let log = Log()
+        final class Gate: @unchecked Sendable { var open = false }
+        let gate = Gate()
+        let s = MPDSession(password: nil) { command, args throws(MPDSession.Failure) in
+            log.calls.append([command] + args)
+            if command == "add" && !gate.open { throw .workPending }
+            return command == "status" ? ["state: play"] : []
+        }
+        #expect(s.handle(Array(#"add "folder""#.utf8)) == SessionOutput(parked: true))
+        gate.open = true
+        #expect(s.resume() == SessionOutput("OK\n"))
+        gate.open = false
+        _ = s.handle(Array("command_list_ok_begin".utf8))
+        for line in ["status", #"add "folder""#, "ping"] { _ = s.handle(Array(line.utf8)) }
+        #expect(s.handle(Array("command_list_end".utf8)) == SessionOutput("state: play\nlist_OK\n", parked: true))
+        gate.open = true
+        #expect(s.resume() == SessionOutput("list_OK\nlist_OK\nOK\n"))
+        #expect(log.calls == [["add", "folder"], ["add", "folder"], ["status"], ["add", "folder"], ["add", "folder"], ["ping"]])
+    }
+
     @Test func passwordGuardsCommands() {
         let (s, _) = session(password: "secret")
         #expect(send(s, "status").0 == "ACK [4@0] {status} you don't have permission for \"status\"\n")
