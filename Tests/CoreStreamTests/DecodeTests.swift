@@ -2,7 +2,7 @@ import Testing
 import CoreStream
 import CoreStreamTestSupport
 
-@Suite("Decoding against the ffmpeg CLI")
+@Suite("Decoding against the ffmpeg CLI", .tags(.addressSanitizer))
 struct DecodeTests {
     @Test("a straight decode matches the CLI", arguments: Fixtures.all)
     func straightDecode(_ fixture: Fixture) throws {

@@ -147,7 +147,7 @@ struct FeedTests {
     /// A reader that stops reading with the FIFO open: the pipe fills, the excess is
     /// dropped in whole frames, the local output does not notice, and reading again
     /// continues with whole frames.
-    @Test func stalledReaderNeverBlocksPlayback() throws {
+    @Test(.tags(.threadSanitizer)) func stalledReaderNeverBlocksPlayback() throws {
         let fixture = Fixtures.named("flac-48000-1.flac")
         let (reader, h) = try feed()
         reader.stall(true)
@@ -237,7 +237,7 @@ struct FeedTests {
 
     /// Disabled at run time: nothing more is written and the FIFO is closed (the reader
     /// sees the end); enabled again, it writes again.
-    @Test func disableClosesTheFIFOAndEnableReopens() throws {
+    @Test(.tags(.threadSanitizer)) func disableClosesTheFIFOAndEnableReopens() throws {
         let fixture = Fixtures.named("flac-44100-2.flac")
         let (reader, h) = try feed("?name=room2")
         try h.engine.play(path: fixture.path)

@@ -143,7 +143,7 @@ struct LoopReverseCaptureTests {
         expectCapture(cap, Runs.expected(reference, channels: 2, runs), fixture, skipStart: 221 + 1)
     }
 
-    @Test func seekWhileReversing() throws {
+    @Test(.tags(.threadSanitizer)) func seekWhileReversing() throws {
         let fixture = Fixtures.named("mp3cbr-44100-2.mp3")
         let reference = try Reference.decode(fixture.path)
         let (cap, _) = try capture(fixture) { e in
@@ -175,7 +175,7 @@ struct LoopReverseCaptureTests {
     /// Forward, reverse mid-play, forward again: the turns continue from the frame being
     /// heard, with no gap (every frame of the capture is a source frame: no silence, no
     /// ramp) and no frame repeated at a turn.
-    @Test(arguments: ["flac-44100-2.flac", "mp3cbr-44100-2.mp3"])
+    @Test(.tags(.threadSanitizer), arguments: ["flac-44100-2.flac", "mp3cbr-44100-2.mp3"])
     func directionChangesMidPlayAreSeamless(_ name: String) throws {
         let fixture = Fixtures.named(name)
         let reference = try Reference.decode(fixture.path)
@@ -232,7 +232,7 @@ struct LoopReverseCaptureTests {
 
     /// Set a region, let it wrap, move it while playing, then clear it: each change takes
     /// effect at the next pass, nothing dropped, and every pass is whole.
-    @Test func loopChangedWhilePlaying() throws {
+    @Test(.tags(.threadSanitizer)) func loopChangedWhilePlaying() throws {
         let fixture = Fixtures.named("flac-44100-2.flac")
         let reference = try Reference.decode(fixture.path)
         let total = reference.count / 2

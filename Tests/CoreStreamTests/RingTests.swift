@@ -1,11 +1,12 @@
 import Foundation
 import Testing
 import CoreStream
+import CoreStreamTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
 
-@Suite("FrameRing and SPSCQueue")
+@Suite("FrameRing and SPSCQueue", .tags(.threadSanitizer, .addressSanitizer))
 struct RingTests {
     @Test(arguments: [(1, 1), (100, 2), (4096, 2), (5000, 8)])
     func capacityIsAPowerOfTwo(_ requested: Int, _ channels: Int) {

@@ -15,7 +15,7 @@ func rssAnonKB(_ pid: Int32) -> Int? {
 
 /// Issue 11's bad-media corpus through the real daemon's queue: over 1,000 damaged
 /// files with good tracks between them, played through an unpaced output.
-@Suite("Bad media through the queue")
+@Suite("Bad media through the queue", .tags(.addressSanitizer))
 struct BadMediaQueueTests {
     /// One damaged or special entry and what must happen to it.
     struct Case {
@@ -43,9 +43,11 @@ struct BadMediaQueueTests {
         // A FIFO is refused when it is added (HostileInputTests), so it never reaches the
         // queue; an `.m3u8` is read by `add` as a playlist of its own (its entries are
         // held to the roots there), so the HLS cases named `.m3u8` are not media here.
+        // The unreadable file is readable to a daemon running as root (as here): the
+        // engine's answer to it is checked as nobody in BadInputTests.
         for c in try BadMedia.make(in: corpusDir + "/special")
         where c.name != "nonexistent path" && c.name != "a directory" && c.expectedCode != "not_regular_file"
-            && !c.path.hasSuffix(".m3u8") {
+            && !c.path.hasSuffix(".m3u8") && !(c.needsUnprivilegedReader && getuid() == 0) {
             cases.append(Case(path: c.path, what: c.name, expectedCode: c.expectedCode))
         }
         // Three that go bad after they were queued: deleted, replaced by a folder, and

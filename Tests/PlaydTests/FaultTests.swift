@@ -25,12 +25,11 @@ final class PulseOutage {
     let events: LineClient
     private(set) var pulsePid: Int32
 
-    /// nil when there is no pulseaudio here (a failure when the test command requires it).
-    static func make(name: String = #function) throws -> PulseOutage? {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/pulseaudio") else {
-            #expect(ProcessInfo.processInfo.environment["PLAYD_REQUIRE_PULSE"] != "1", "PLAYD_REQUIRE_PULSE is set but there is no pulseaudio")
-            return nil
-        }
+    /// Fails the test when there is no pulseaudio here (`scripts/install-deps --test`
+    /// installs it).
+    static func make(name: String = #function) throws -> PulseOutage {
+        try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/pulseaudio"),
+                     "no pulseaudio: scripts/install-deps --test installs it")
         return try PulseOutage(name: name)
     }
 
@@ -78,7 +77,7 @@ final class PulseOutage {
 @Suite("Output faults")
 struct FaultTests {
     @Test func pulseKilledAndRestartedMidPlay() throws {
-        guard let o = try PulseOutage.make() else { return }
+        let o = try PulseOutage.make()
         let d = o.d
         let pid = try #require(d.process?.processIdentifier)
 
@@ -130,7 +129,7 @@ struct FaultTests {
     /// A `resume` is kept too: it comes back playing.
     @Test(arguments: ["stop", "pause-resume"])
     func whatTheUserDoesDuringTheOutageWins(command: String) throws {
-        guard let o = try PulseOutage.make(name: "whatTheUserDoes-\(command)") else { return }
+        let o = try PulseOutage.make(name: "whatTheUserDoes-\(command)")
         o.killPulse()
         #expect(o.waitEvent("output_lost", seconds: 10) != nil)
         if command == "stop" {

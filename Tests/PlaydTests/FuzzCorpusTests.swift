@@ -6,7 +6,7 @@ import Testing
 /// Every committed fuzz seed and regression input (`Fuzz/corpus/TARGET`) through the
 /// same property checks the libFuzzer targets run (`scripts/fuzz`). An input that once
 /// crashed a target is added there, so it stays fixed.
-@Suite("Fuzz corpus")
+@Suite("Fuzz corpus", .tags(.addressSanitizer))
 struct FuzzCorpusTests {
     static func corpus(_ target: String) -> [String] {
         let dir = Fixtures.repositoryRoot.appendingPathComponent("Fuzz/corpus/\(target)").path

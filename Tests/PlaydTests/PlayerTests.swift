@@ -127,7 +127,7 @@ struct PlayerTests {
     /// parked sessions, and the same request then adds what the walk found, in
     /// natural order. A second `add` of the same folder while the walk runs starts no
     /// second walk; a result nobody took is gone after the turn.
-    @Test func aFolderAddWaitsForTheWalkerThread() throws {
+    @Test(.tags(.threadSanitizer)) func aFolderAddWaitsForTheWalkerThread() throws {
         let (p, box, dir) = try Self.player()
         defer { p.shutdown(); try? FileManager.default.removeItem(atPath: dir) }
         let folder = dir + "/music"

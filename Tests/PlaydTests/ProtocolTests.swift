@@ -4,7 +4,7 @@ import PlaydProtocol
 import Foundation
 import CoreStreamTestSupport
 
-@Suite("JSON")
+@Suite("JSON", .tags(.addressSanitizer))
 struct JSONTests {
     @Test(arguments: [
         #"{"id":1,"cmd":"play","path":"/a b/ü.flac"}"#,
@@ -52,7 +52,7 @@ struct TimeArgumentTests {
     }
 }
 
-@Suite("Config")
+@Suite("Config", .tags(.addressSanitizer))
 struct ConfigTests {
     @Test func readsEveryKey() throws {
         let text = """

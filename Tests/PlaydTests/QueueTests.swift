@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 @testable import PlaydDaemon
+import CoreStreamTestSupport
 
-@Suite("Play queue")
+@Suite("Play queue", .tags(.addressSanitizer))
 struct PlayQueueTests {
     func queue(_ n: Int) -> PlayQueue {
         var q = PlayQueue()
