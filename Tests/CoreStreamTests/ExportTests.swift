@@ -41,8 +41,10 @@ struct ExportTests {
         #expect(got.elementsEqual(want), "\(name): the exported region differs from the CLI's decode of it")
     }
 
-    @Test func sixteenBitWAVIsWhatPlaybackRenders() throws {
-        // 16-bit source → float → the render thread's 16-bit conversion → the same bits.
+    /// A 16-bit WAV region exports as exactly the CLI's 16-bit decode of that region:
+    /// 16-bit source → float → the 16-bit conversion the render thread also uses → the
+    /// same bits.
+    @Test func sixteenBitWAVExportIsTheSourceSamples() throws {
         let fixture = Fixtures.named("wav16-44100-2.wav")
         let (path, _) = try export(fixture.path, "s16.wav", .wav, from: 1000, to: 60_000)
         let got = try Data(contentsOf: URL(fileURLWithPath: path))

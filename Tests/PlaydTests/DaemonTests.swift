@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import PlaydProtocol
+import CoreStream
 import CoreStreamTestSupport
 #if canImport(Glibc)
 import Glibc
@@ -10,7 +11,10 @@ import Glibc
 struct DaemonTests {
     let track = Fixtures.named("flac-44100-2.flac")
 
-    @Test func playctlDrivesEveryCommand() throws {
+    /// playctl's transport, seek and loop subcommands and their errors (ping, play
+    /// --at, status, pause, toggle, seek in frames and relative, loop and its bounds,
+    /// stop, and the exit status and code of each refusal).
+    @Test func playctlDrivesTransportSeekAndLoop() throws {
         let h = try DaemonHarness()
         try h.start()
         var (st, out, err) = try h.playctl("ping")
@@ -478,21 +482,41 @@ struct DaemonTests {
         #expect(r.stderr.contains("no playd listening on /tmp/no-such-playd.sock"))
     }
 
+    /// `playctl watch` itself: it subscribes (its position ticks start), then prints the
+    /// track, the state and the end of a track played through another client, in its
+    /// human format.
     @Test func watchPrintsEvents() throws {
         let h = try DaemonHarness()
         try h.start()
-        let c = try LineClient(path: h.socket)
-        let sub = try #require(c.request(.obj(("id", .int(1)), ("cmd", .string("subscribe")), ("ticks", .int(100)))))
-        #expect(sub["ok"]?.boolValue == true)
-        #expect(h.request("play", ("path", .string(track.path)))?["ok"]?.boolValue == true)
-        var seen: Set<String> = []
-        let deadline = Date().addingTimeInterval(6)
-        while Date() < deadline, !seen.isSuperset(of: ["track", "state", "position", "track_end"]) {
-            if let line = c.readLine(timeoutMillis: 500), let e = try? JSON.parse(line), let name = e["event"]?.stringValue {
-                seen.insert(name)
+        let watch = Process()
+        watch.executableURL = URL(fileURLWithPath: DaemonHarness.playctl)
+        watch.arguments = ["watch", "--ticks", "100"]
+        watch.environment = ProcessInfo.processInfo.environment.merging(["PLAYD_SOCKET": h.socket]) { $1 }
+        let pipe = Pipe()
+        watch.standardOutput = pipe
+        try watch.run()
+        defer { watch.terminate(); watch.waitUntilExit() }
+        let lines = Locked<[String]>([])
+        let reader = pipe.fileHandleForReading
+        Thread.detachNewThread {
+            var pending = Data()
+            while true {
+                let chunk = reader.availableData
+                if chunk.isEmpty { return }
+                pending.append(chunk)
+                while let nl = pending.firstIndex(of: 0x0A) {
+                    let line = String(decoding: pending[pending.startIndex..<nl], as: UTF8.self)
+                    pending.removeSubrange(pending.startIndex...nl)
+                    lines.withLock { $0.append(line) }
+                }
             }
         }
-        #expect(seen.isSuperset(of: ["track", "state", "position", "track_end"]), "events seen: \(seen)")
+        func printed(_ prefix: String) -> Bool { h.waitFor(seconds: 10) { lines.withLock { $0.contains { $0.hasPrefix(prefix) } } } }
+        #expect(printed("position: "), "watch prints position ticks once subscribed")
+        #expect(h.request("play", ("path", .string(track.path)))?["ok"]?.boolValue == true)
+        #expect(printed("track: \(track.path)"), "\(lines.withLock { $0 })")
+        #expect(printed("state: playing"), "\(lines.withLock { $0 })")
+        #expect(printed("ended: \(track.path)"), "\(lines.withLock { $0 })")
         #expect(h.terminate().status == 0)
     }
 }
