@@ -41,6 +41,17 @@ public enum Reference {
     }
 
     /// Largest absolute difference between two equally long sample arrays.
+    /// Index of the first frame where `capture` differs from `reference` (from frame
+    /// `from`); nil when they agree over their common length.
+    public static func firstMismatch(_ capture: [Float], _ reference: [Float], channels: Int, from: Int = 0) -> Int? {
+        var f = from
+        while (f + 1) * channels <= min(capture.count, reference.count) {
+            for c in 0..<channels where capture[f * channels + c] != reference[f * channels + c] { return f }
+            f += 1
+        }
+        return nil
+    }
+
     public static func maxDifference(_ a: ArraySlice<Float>, _ b: ArraySlice<Float>) -> Float {
         precondition(a.count == b.count)
         var m: Float = 0

@@ -100,6 +100,14 @@ struct Playd: ParsableCommand {
         // The handlers only store a flag and write an eventfd (async-signal-safe).
         signal(SIGINT) { _ in stopRequested.store(true, ordering: .relaxed); EventFD.signal(mainWake.load(ordering: .relaxed)) }
         signal(SIGTERM) { _ in stopRequested.store(true, ordering: .relaxed); EventFD.signal(mainWake.load(ordering: .relaxed)) }
+        // A parent may have started us with these blocked (a test runner, some
+        // supervisors): then Ctrl-C never arrived and the files played to the end.
+        // Only this thread takes them; the engine's threads keep them blocked.
+        var stopSignals = sigset_t()
+        sigemptyset(&stopSignals)
+        sigaddset(&stopSignals, SIGINT)
+        sigaddset(&stopSignals, SIGTERM)
+        pthread_sigmask(SIG_UNBLOCK, &stopSignals, nil)
 
         if reverse { engine.setDirection(.reverse) }
         var failures = 0

@@ -9,14 +9,8 @@ import CoreStreamTestSupport
 struct TransportCaptureTests {
     let fixture = Fixtures.named("flac-44100-2.flac")
 
-    /// Index of the first frame where `capture` differs from `reference` (from `from`).
     func firstMismatch(_ capture: [Float], _ reference: [Float], channels: Int, from: Int = 0) -> Int? {
-        var f = from
-        while (f + 1) * channels <= min(capture.count, reference.count) {
-            for c in 0..<channels where capture[f * channels + c] != reference[f * channels + c] { return f }
-            f += 1
-        }
-        return nil
+        Reference.firstMismatch(capture, reference, channels: channels, from: from)
     }
 
     /// The capture is the reference up to `cut`, then the source from `target` to the
@@ -78,6 +72,26 @@ struct TransportCaptureTests {
         #expect(h.waitForEnd())
         let capture = try h.finishCapture()
         try expectCutThenTail(capture, try Reference.decode(fixture.path), from: Int(target))
+    }
+
+    /// Shutting the engine down mid-track (what SIGTERM and Ctrl-C do) fades out: the
+    /// capture is the source up to the cut, then exactly one 5 ms ramp of the next
+    /// frames, attenuated and never sign-flipped, then nothing. Before, the render thread
+    /// dropped the device's queue on its way out: 3 of 4 shutdowns here kept none of the
+    /// ramp (a cut at full level).
+    @Test(arguments: [400_000, 537_000, 674_000, 811_000])
+    func shutdownFadesOutWhole(afterMicroseconds: Int) throws {
+        let h = EngineHarness(paced: true, name: "shutdown-\(afterMicroseconds)")
+        try h.engine.play(path: fixture.path)
+        #expect(h.wait(seconds: 10) { h.engine.status().positionFrames > Int64(afterMicroseconds) * 44_100 / 1_000_000 })
+        let capture = try h.finishCapture()
+        let reference = try Reference.decode(fixture.path)
+        let ramp = fixture.sampleRate / 200
+        let cut = try #require(firstMismatch(capture.samples, reference, channels: 2), "no fade: the source cut short")
+        #expect(capture.frames == cut + ramp, "\(capture.frames - cut) frames after the cut; the ramp is \(ramp)")
+        for i in (cut * 2)..<min(capture.samples.count, (cut + ramp) * 2) {
+            #expect(abs(capture.samples[i]) <= abs(reference[i]) + 1e-7 && capture.samples[i] * reference[i] >= 0)
+        }
     }
 
     @Test func stopRampsOutWholeAndAllowsReplay() throws {
