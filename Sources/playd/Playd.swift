@@ -1,5 +1,6 @@
 import ArgumentParser
 import CoreStream
+import CLinux
 import Logging
 import PlaydDaemon
 import Synchronization
@@ -102,12 +103,7 @@ struct Playd: ParsableCommand {
         signal(SIGTERM) { _ in stopRequested.store(true, ordering: .relaxed); EventFD.signal(mainWake.load(ordering: .relaxed)) }
         // A parent may have started us with these blocked (a test runner, some
         // supervisors): then Ctrl-C never arrived and the files played to the end.
-        // Only this thread takes them; the engine's threads keep them blocked.
-        var stopSignals = sigset_t()
-        sigemptyset(&stopSignals)
-        sigaddset(&stopSignals, SIGINT)
-        sigaddset(&stopSignals, SIGTERM)
-        pthread_sigmask(SIG_UNBLOCK, &stopSignals, nil)
+        _ = clinux_unblock_termination_signals()
 
         if reverse { engine.setDirection(.reverse) }
         var failures = 0

@@ -74,6 +74,17 @@ struct AccessTests {
         #expect(d.log.contains("client refused"))
     }
 
+    /// A user who may not open the socket (mode 0660, root's group) gets exit status 4
+    /// and is told which group to join.
+    @Test func playctlSaysWhichGroupToJoin() throws {
+        let d = try DaemonHarness()
+        try d.start()
+        let r = try Shell.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", DaemonHarness.playctl, "status"],
+                              environment: ["PLAYD_SOCKET": d.socket])
+        #expect(r.status == 4, "\(r.stderr)")
+        #expect(r.stderr.contains("permission denied on \(d.socket)") && r.stderr.contains("group"), "\(r.stderr)")
+    }
+
     @Test func unknownNamesFailTheStartNamingTheKey() throws {
         let d = try DaemonHarness(controlKeys: "allowed_groups = [\"no-such-group-xyz\"]")
         #expect(throws: (any Error).self) { try d.start() }

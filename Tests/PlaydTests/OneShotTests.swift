@@ -77,6 +77,23 @@ struct OneShotTests {
         #expect(Reference.maxDifference(want[...], [Float](repeating: 0, count: want.count)[...]) > 0.1, "the demo is not silence")
     }
 
+    /// `playctl export --json`: progress events, then one `done` event whose frame
+    /// count is the region's, and a file the CLI decodes to the source's region.
+    @Test func exportReportsInJSON() throws {
+        let dir = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let out = dir + "/part.wav"
+        let r = try Shell.run([DaemonHarness.playctl, "export", flac.path, out, "--from", "1", "--to", "2.5", "--json"])
+        #expect(r.status == 0, "\(r.stderr)")
+        let events = try String(decoding: r.stdout, as: UTF8.self).split(separator: "\n").map { try JSON.parse(String($0)) }
+        let done = try #require(events.last)
+        #expect(events.dropLast().allSatisfy { $0["event"]?.stringValue == "progress" && ($0["fraction"]?.numberValue ?? 2) <= 1 })
+        #expect(done["event"]?.stringValue == "done" && done["file"]?.stringValue == out)
+        #expect(done["frames"]?.numberValue == 66_150 && done["sample_rate"]?.numberValue == 44_100, "\(done)")
+        let want = Array(try Reference.decode(flac.path)[(44_100 * 2)..<(110_250 * 2)])
+        #expect(try Reference.decode(out) == want, "the export is not the CLI's decode of 1 s…2.5 s")
+    }
+
     /// A file that cannot be played is reported and skipped; the others play.
     @Test func aBadFileIsReportedAndSkipped() throws {
         let dir = try scratch()
