@@ -164,8 +164,13 @@ struct MPDClientTests {
         let pipe = Pipe()
         idle.standardOutput = pipe
         try idle.run()
-        usleep(300_000)
+        // Once its connection is counted, a change is kept for it even if its `idle`
+        // has not arrived yet (MPD's rule: the next idle answers at once). The status
+        // request's own connection is the other one.
+        #expect(h.waitFor { h.request("status")?["clients_connected"]?.numberValue == 2 })
         _ = try h.playctl("volume", "55")
+        #expect(h.waitFor { !idle.isRunning }, "mpc idle did not wake on the volume change")
+        if idle.isRunning { idle.terminate() }
         idle.waitUntilExit()
         #expect(String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) == "mixer\n")
         (st, out) = try mpc(h, "bogus-command")
