@@ -137,10 +137,9 @@ struct ALSATests {
 
         #expect(status.state == .stopped)
         #expect(status.underruns == 0)
-        // Paced in real time, not dumped at once. It stops once the device has played
-        // its queue out: up to a device buffer after the last frame was written.
-        let buffer = Double(OutputSpec.defaultBufferMillis) / 1000
-        #expect(wall > total * 0.95 && wall < total + buffer + 1.0, "wall time \(wall) s for \(total) s")
+        // Paced in real time, not dumped at once (a slower machine only makes it longer:
+        // no upper bound here; the recording below checks what was played).
+        #expect(wall > total * 0.95, "wall time \(wall) s for \(total) s")
 
         let frames = samples.count / 2
         // The sounding region: first and last 10 ms windows with signal.
