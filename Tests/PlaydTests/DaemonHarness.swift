@@ -100,7 +100,9 @@ final class DaemonHarness {
     }
 
     /// One request on a fresh connection.
-    func request(_ cmd: String, _ fields: (String, JSON)...) -> JSON? {
+    func request(_ cmd: String, _ fields: (String, JSON)...) -> JSON? { request(cmd, fields: fields) }
+
+    func request(_ cmd: String, fields: [(String, JSON)]) -> JSON? {
         guard let c = try? LineClient(path: socket) else { return nil }
         return c.request(.object([("id", .int(1)), ("cmd", .string(cmd))] + fields))
     }

@@ -437,8 +437,10 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         }
         gainTarget = 0
         // At most a period (the device buffer's unit; a period under 5 ms cuts the ramp short).
-        let take = min(rampFrames, period, shared.ring.readableFrames,
-                       max(0, shared.endIndex.load(ordering: .acquiring) - shared.ring.consumerIndex))
+        // Two-argument mins: the variadic `min(_:_:_:_:)` builds an array of its
+        // arguments, an allocation on this thread (RenderThreadTests found it here).
+        let left = max(0, shared.endIndex.load(ordering: .acquiring) - shared.ring.consumerIndex)
+        let take = min(min(rampFrames, period), min(shared.ring.readableFrames, left))
         if take > 0 { writeFrames(take, fromRing: take) }
         gain = 0
         gainTarget = 1
