@@ -49,6 +49,26 @@ public final class LineClient {
         self.fd = fd
     }
 
+    /// Connects over TCP to an IPv4 `host` (MPD's `mpd.tcp` listener).
+    public init(tcpPort: UInt16, host: String = "127.0.0.1") throws(ConnectError) {
+        path = "\(host):\(tcpPort)"
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .other(path, errno) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = tcpPort.bigEndian
+        guard inet_pton(AF_INET, host, &addr.sin_addr) == 1 else { close(fd); throw .other(path, EINVAL) }
+        let r = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        if r != 0 {
+            let e = errno
+            close(fd)
+            throw e == ECONNREFUSED ? .notListening(path) : .other(path, e)
+        }
+        self.fd = fd
+    }
+
     deinit { close(fd) }
 
     /// Sends `line` plus a newline (or, with `newline: false`, a fragment). Returns false

@@ -265,7 +265,10 @@ public final class MPDSession: LineSession {
                 return .failure(Failure(.permission, "you don't have permission for \"\(command)\""))
             }
             guard info.arguments.contains(args) else {
-                return .failure(Failure(.arg, "wrong number of arguments for \"\(command)\""))
+                // MPD's three wordings (command_check_request).
+                let r = info.arguments
+                let how = r.lowerBound == r.upperBound ? "wrong number of" : args < r.lowerBound ? "too few" : "too many"
+                return .failure(Failure(.arg, "\(how) arguments for \"\(command)\""))
             }
         } else if !authorized && !["ping", "commands", "notcommands", "tagtypes", "urlhandlers", "decoders"].contains(command) {
             return .failure(Failure(.permission, "you don't have permission for \"\(command)\""))
@@ -278,8 +281,10 @@ public final class MPDSession: LineSession {
         }
     }
 
+    /// MPD names the command only once it has found it: an unknown command, or a line
+    /// that does not split into words, is `{}` (code 5, `unknown`).
     private func ack(_ f: Failure, index: Int, command: String) -> String {
-        "ACK [\(f.code.rawValue)@\(index)] {\(command)} \(f.message)\n"
+        "ACK [\(f.code.rawValue)@\(index)] {\(f.code == .unknown ? "" : command)} \(f.message)\n"
     }
 
     /// Splits a request line into words: bare words, or double-quoted with `\"` and `\\`.
@@ -302,8 +307,9 @@ public final class MPDSession: LineSession {
                         word.append(d)
                     }
                 }
-                guard closed else { throw Failure(.arg, "Missing closing '\"'") }
-                if let n = chars.first, n != " " && n != "\t" { throw Failure(.arg, "Space expected after closing '\"'") }
+                // Code 5, as MPD: a line that does not split is no command at all.
+                guard closed else { throw Failure(.unknown, "Missing closing '\"'") }
+                if let n = chars.first, n != " " && n != "\t" { throw Failure(.unknown, "Space expected after closing '\"'") }
             } else {
                 while let d = chars.first, d != " " && d != "\t" {
                     word.append(d)

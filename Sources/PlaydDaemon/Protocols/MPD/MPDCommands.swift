@@ -41,11 +41,15 @@ enum MPDCommands {
         Row("list", .read, 1...Int.max) { p, a in try list(p, a) },
         Row("lsinfo", .read, 0...1) { p, a in try lsinfo(p, a.first ?? "") },
         // Playback.
+        // `-1` (or nothing): resume, or start the queue; with an empty queue nothing
+        // happens and the answer is OK, as MPD's.
         Row("play", .control, 0...1) { p, a in
-            try p.perform(a.isEmpty ? .playQueue : .playIndex(try position(p, a[0]))); return []
+            if a.isEmpty || a[0] == "-1" { if p.queue.count > 0 { try p.perform(.playQueue) }; return [] }
+            try p.perform(.playIndex(try position(p, a[0]))); return []
         },
         Row("playid", .control, 0...1) { p, a in
-            try p.perform(a.isEmpty ? .playQueue : .playID(try id(p, a[0]))); return []
+            if a.isEmpty || a[0] == "-1" { if p.queue.count > 0 { try p.perform(.playQueue) }; return [] }
+            try p.perform(.playID(try id(p, a[0]))); return []
         },
         Row("pause", .control, 0...1) { p, a in
             try p.perform(.transport(a.isEmpty ? .toggle : try bool(a[0]) ? .pause : .resume)); return []
@@ -53,12 +57,15 @@ enum MPDCommands {
         Row("stop", .control, 0...0) { p, _ in try p.perform(.transport(.stop)); return [] },
         Row("next", .control, 0...0) { p, _ in try p.perform(.next); return [] },
         Row("previous", .control, 0...0) { p, _ in try p.perform(.previous); return [] },
+        // The time is parsed before the position is looked up, as MPD does.
         Row("seek", .control, 2...2) { p, a in
-            try p.perform(.seekEntry(index: try position(p, a[0]), seconds: try time(a[1], relative: false).value)); return []
+            let t = try time(a[1], relative: false).value
+            try p.perform(.seekEntry(index: try position(p, a[0]), seconds: t)); return []
         },
         Row("seekid", .control, 2...2) { p, a in
+            let t = try time(a[1], relative: false).value
             let i = try p.index(ofID: try id(p, a[0]))
-            try p.perform(.seekEntry(index: i, seconds: try time(a[1], relative: false).value)); return []
+            try p.perform(.seekEntry(index: i, seconds: t)); return []
         },
         Row("seekcur", .control, 1...1) { p, a in
             let t = try time(a[0], relative: true)
@@ -66,13 +73,13 @@ enum MPDCommands {
         },
         Row("setvol", .control, 1...1) { p, a in
             let v = try int(a[0])
-            guard (0...100).contains(v) else { throw Failure(.arg, "Invalid volume value") }
+            guard (0...100).contains(v) else { throw Failure(.arg, "Number too large: \(a[0])") }
             try p.perform(.volume(.set(v))); return []
         },
         Row("volume", .control, 1...1) { p, a in
             // Checked before the addition: `volume 9223372036854775807` overflowed here.
             guard let v = Int(a[0]) else { throw Failure(.arg, "Integer expected: \(a[0])") }
-            guard (-100...100).contains(v) else { throw Failure(.arg, "Number out of range: \(a[0])") }
+            guard (-100...100).contains(v) else { throw Failure(.arg, "Number too large: \(a[0])") }
             try p.perform(.volume(.change(v))); return []
         },
         Row("getvol", .read, 0...0) { p, _ in
@@ -87,7 +94,7 @@ enum MPDCommands {
             case "0": mode = .off
             case "1": mode = .on
             case "oneshot": mode = .oneshot
-            default: throw Failure(.arg, "Boolean (0/1) or \"oneshot\" expected: \(a[0])")
+            default: throw Failure(.arg, "Unrecognized single mode, expected 0, 1, or oneshot")
             }
             try p.perform(.setSingle(mode)); return []
         },
@@ -111,8 +118,11 @@ enum MPDCommands {
         },
         Row("clear", .control, 0...0) { p, _ in try p.perform(.clear); return [] },
         Row("move", .control, 2...2) { p, a in
-            let r = try range(p, a[0])
-            guard let to = Int(a[1]), to >= 0, to <= p.queue.count - r.count else { throw Failure(.arg, "Bad song index") }
+            // Both arguments parsed before the queue is looked at, as MPD.
+            let parsed = try rangeArgument(a[0])
+            let to = try int(a[1])
+            let r = try range(p, parsed)
+            guard to >= 0, to <= p.queue.count - r.count else { throw Failure(.arg, "Bad song index") }
             try p.perform(.move(r, to: to)); return []
         },
         Row("playlistinfo", .read, 0...1) { p, a in
@@ -213,23 +223,42 @@ enum MPDCommands {
         return v
     }
 
-    /// Seconds, `+N`/`-N` only where relative positions are allowed.
+    /// Seconds, `+N`/`-N` only where relative positions are allowed (MPD's wording for
+    /// what is not a number, or negative where it may not be).
     static func time(_ text: String, relative allowed: Bool) throws -> (value: Double, relative: Bool) {
         let relative = text.hasPrefix("+") || text.hasPrefix("-")
         // Range-checked by the player before any conversion: `seekcur 1e300` trapped.
-        guard !relative || allowed, let v = Double(text), v.isFinite else { throw Failure(.arg, "Time expected: \(text)") }
-        return (v, relative)
+        guard let v = Double(text), v.isFinite else { throw Failure(.arg, "Float expected: \(text)") }
+        guard !relative || allowed || v >= 0 else { throw Failure(.arg, "Negative value not allowed: \(text)") }
+        return (v, relative && allowed)
     }
 
-    /// "N" or "START:END" (END exclusive; open END = the end of the queue).
+    /// "N" or "START:END" (END exclusive; open END = the end of the queue). What is
+    /// not a number or a range, or negative, is refused in MPD's words before the queue
+    /// is looked at; then an index outside it is "Bad song index".
     static func range(_ p: Player, _ text: String) throws -> Range<Int> {
-        let count = p.queue.count
+        try range(p, try rangeArgument(text))
+    }
+
+    /// The syntax of "N", "START:" or "START:END": the start, and the end if given
+    /// (nil: open, or a single index when there is no colon).
+    static func rangeArgument(_ text: String) throws -> (start: Int, end: Int?, isRange: Bool) {
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count <= 2, let lo = Int(parts[0]), parts.count == 1 || parts[1].isEmpty || Int(parts[1]) != nil else {
+            throw Failure(.arg, "Integer or range expected: \(text)")
+        }
+        let end = parts.count == 2 && !parts[1].isEmpty ? Int(parts[1]) : nil
+        guard lo >= 0, (end ?? 0) >= 0 else { throw Failure(.arg, "Number is negative: \(text)") }
+        return (lo, end, parts.count == 2)
+    }
+
+    static func range(_ p: Player, _ r: (start: Int, end: Int?, isRange: Bool)) throws -> Range<Int> {
+        let count = p.queue.count
         // `lo < count` before `lo + 1`: a range of Int.max overflowed here.
-        guard parts.count <= 2, let lo = Int(parts[0]), lo >= 0, lo < count else { throw Failure(.arg, "Bad song index") }
-        let hi = parts.count == 2 ? (parts[1].isEmpty ? count : Int(parts[1]) ?? -1) : lo + 1
-        guard hi > lo, hi <= count else { throw Failure(.arg, "Bad song index") }
-        return lo..<hi
+        guard r.start < count else { throw Failure(.arg, "Bad song index") }
+        let hi = r.isRange ? (r.end ?? count) : r.start + 1
+        guard hi > r.start, hi <= count else { throw Failure(.arg, "Bad song index") }
+        return r.start..<hi
     }
 
     static func output(_ p: Player, _ arg: String, _ change: (Bool) -> Bool) throws -> [String] {

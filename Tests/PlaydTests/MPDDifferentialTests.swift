@@ -1,0 +1,211 @@
+import Foundation
+import Testing
+import PlaydProtocol
+import CoreStreamTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Debian's real MPD (0.23), started by the test on a private socket with the same
+/// music folder and a software mixer on a null output: the reference for what an MPD
+/// client is told.
+final class RealMPD {
+    let dir: String
+    let socket: String
+    let music: String
+    private let process = Process()
+
+    init(music: String, name: String = #function) throws {
+        try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/mpd"), "no mpd: scripts/install-deps --test installs it")
+        self.music = music
+        dir = NSTemporaryDirectory() + "playd-realmpd-\(getpid())-\(name.filter(\.isLetter))"
+        socket = dir + "/socket"
+        try FileManager.default.createDirectory(atPath: dir + "/playlists", withIntermediateDirectories: true)
+        try """
+        music_directory "\(music)"
+        playlist_directory "\(dir)/playlists"
+        db_file "\(dir)/db"
+        state_file "\(dir)/state"
+        bind_to_address "\(socket)"
+        auto_update "no"
+        zeroconf_enabled "no"
+        audio_output {
+          type "null"
+          name "local"
+          mixer_type "software"
+        }
+        """.write(toFile: dir + "/mpd.conf", atomically: true, encoding: .utf8)
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/mpd")
+        process.arguments = ["--no-daemon", "--stderr", dir + "/mpd.conf"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try process.run()
+        // Up when its socket answers (MPD has no readiness signal to wait on).
+        let deadline = Date().addingTimeInterval(20)
+        var up = false
+        while !up && Date() < deadline && process.isRunning {
+            up = (try? LineClient(path: socket))?.readLine(timeoutMillis: 1000)?.hasPrefix("OK MPD ") == true
+            if !up { usleep(20_000) }
+        }
+        if !up { stop() }
+        try #require(up, "mpd did not start")
+        let r = try Shell.run(["mpc", "-h", socket, "update", "--wait"])
+        try #require(r.status == 0, "mpc update: \(r.stderr)")
+    }
+
+    func stop() {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+}
+
+/// The same MPD sessions against real MPD and against playd, replies compared line
+/// by line. Only values that must differ are masked (times, ids, versions, the
+/// database's dates); every other byte of every reply, the ACK code, its index, the
+/// `{command}` and the message included, must be MPD's.
+@Suite("MPD replies against real MPD", .serialized)
+struct MPDDifferentialTests {
+    /// Keys whose values legitimately differ between two servers.
+    static let masked: Set<String> = ["time", "elapsed", "duration", "bitrate", "audio", "Id", "songid", "nextsongid",
+                                      "nextsong", "playlist", "uptime", "playtime", "db_update", "db_playtime",
+                                      "Last-Modified", "updating_db", "Time"]
+
+    /// One session: the lines a client sends; replies are read where MPD sends one.
+    struct Session: CustomStringConvertible, Sendable {
+        var lines: [String]
+        var description: String { lines.joined(separator: " | ") }
+        init(_ lines: String...) { self.lines = lines }
+    }
+
+    /// Sessions whose replies must be MPD's, byte for byte after masking.
+    static let sessions: [Session] = [
+        Session("ping"),
+        Session("ping extra"),
+        Session("foo"),
+        Session("status extra"),
+        Session(#"add "unterminated"#),
+        Session(#"add "a"b"#),
+        Session("play 99"),
+        Session("play -1"),
+        Session("playid 99"),
+        Session("setvol 101"),
+        Session("setvol -1"),
+        Session("setvol abc"),
+        Session("setvol"),
+        Session("seek 0 abc"),
+        Session("seekcur abc"),
+        Session("seekcur 5"),
+        Session("deleteid 999"),
+        Session("delete 5"),
+        Session("delete abc"),
+        Session("move 0 5"),
+        Session("repeat 2"),
+        Session("random x"),
+        Session("consume 2"),
+        Session("single 2"),
+        Session("single oneshot", "status"),
+        Session("idle bogus"),
+        Session("idle", "noidle"),
+        Session("noidle", "ping"),
+        Session("currentsong"),
+        Session("add"),
+        Session("find"),
+        Session("find artist"),
+        Session("list"),
+        Session("password x"),
+        Session("status"),
+        Session("repeat 1", "random 1", "consume 1", "single 1", "status"),
+        Session("command_list_begin", "ping", "bogus", "ping", "command_list_end"),
+        Session("command_list_ok_begin", "ping", "status", "command_list_end"),
+        Session("command_list_ok_begin", "ping", "play 5", "ping", "command_list_end"),
+        Session("command_list_begin", "command_list_end"),
+        Session("add flac-44100-2.flac", "addid mp3cbr-44100-2.mp3 0", "delete 0", "status"),
+        Session("add flac-44100-2.flac", "add flac-44100-2.flac", "move 0 1", "status"),
+        Session("outputs"),
+        Session("play -5"),
+        Session("playid -1"),
+        Session("seek 0 -5"),
+        Session("seekid 99 1"),
+        Session("delete -3"),
+        Session("delete 1:abc"),
+        Session("move abc 1"),
+        Session("move 0 abc"),
+        Session("setvol 1.5"),
+        Session("volume 200"),
+        Session("volume abc"),
+        Session("seekcur +abc"),
+        Session("single oneshot", "single 1", "single 0", "status"),
+        Session("close"),
+    ]
+
+    /// Sessions where playd still answers differently, each with why. The test checks
+    /// that they still differ: one that starts to match moves up into `sessions`.
+    /// docs/protocol.md lists them too.
+    static let knownDifferences: [(Session, String)] = [
+        (Session("add flac-44100-2.flac", "add mp3cbr-44100-2.mp3", "playlistinfo"),
+         "queue entries lack Last-Modified and Format (issue 22: every entry carries every tag)"),
+        (Session("tagtypes"), "playd lists the 8 tags it reads, MPD 30 (issue 22)"),
+        (Session("urlhandlers"), "playd plays local files only until streams land (issue 21)"),
+    ]
+
+    /// The replies of one session, one entry per reply (an entry is the reply's lines).
+    static func replies(_ path: String, _ s: Session) throws -> [String] {
+        try replies(try LineClient(path: path), s)
+    }
+
+    /// The same over TCP on the loopback address.
+    static func replies(tcpPort: UInt16, _ s: Session) throws -> [String] {
+        try replies(try LineClient(tcpPort: tcpPort), s)
+    }
+
+    static func replies(_ c: LineClient, _ s: Session) throws -> [String] {
+        var out = [c.readLine(timeoutMillis: 5000).map { $0.hasPrefix("OK MPD ") ? "OK MPD *" : $0 } ?? "<no greeting>"]
+        var inList = false, idling = false
+        for line in s.lines + ["clear"] {
+            #expect(c.send(line))
+            let word = String(line.split(separator: " ").first ?? "")
+            if word == "command_list_begin" || word == "command_list_ok_begin" { inList = true; continue }
+            if inList && word != "command_list_end" { continue }
+            inList = false
+            if word == "idle" { idling = true; continue }
+            if word == "noidle" && !idling { continue }
+            idling = false
+            var reply: [String] = []
+            while true {
+                guard let l = c.readLine(timeoutMillis: 5000) else { reply.append("<closed or silent>"); break }
+                let parts = l.split(separator: ":", maxSplits: 1)
+                reply.append(parts.count == 2 && masked.contains(String(parts[0])) ? "\(parts[0]): *" : l)
+                if l == "OK" || l.hasPrefix("ACK ") { break }
+            }
+            out.append("\(line) → " + reply.joined(separator: "\n"))
+            if reply.last == "<closed or silent>" { break }
+        }
+        return out
+    }
+
+    @Test func everySessionGetsMPDsReplies() throws {
+        let music = NSTemporaryDirectory() + "playd-diff-music-\(getpid())"
+        try FileManager.default.createDirectory(atPath: music, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: music) }
+        for name in ["flac-44100-2.flac", "mp3cbr-44100-2.mp3"] {
+            try? FileManager.default.removeItem(atPath: music + "/" + name)
+            try FileManager.default.copyItem(atPath: Fixtures.named(name).path, toPath: music + "/" + name)
+        }
+        let mpd = try RealMPD(music: music)
+        defer { mpd.stop() }
+        let d = try DaemonHarness(extraConfig: "[library]\nmusic_roots = [\"\(music)\"]", output: "null")
+        try d.start()
+        let update = try Shell.run(["mpc", "-h", d.dir + "/mpd.sock", "update", "--wait"])
+        try #require(update.status == 0, "\(update.stderr)")
+        for s in Self.sessions {
+            let want = try Self.replies(mpd.socket, s)
+            let got = try Self.replies(d.dir + "/mpd.sock", s)
+            #expect(got == want, "\(s)\n  MPD:   \(want.joined(separator: "\n         "))\n  playd: \(got.joined(separator: "\n         "))")
+        }
+        for (s, why) in Self.knownDifferences {
+            #expect(try Self.replies(d.dir + "/mpd.sock", s) != (try Self.replies(mpd.socket, s)),
+                    "\(s) now answers as MPD does (\(why)): move it to the sessions that must match")
+        }
+    }
+}
