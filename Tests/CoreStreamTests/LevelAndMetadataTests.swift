@@ -110,6 +110,61 @@ struct LevelCaptureTests {
         #expect(worst < 1e-6, "capture differs from source × \(g) by \(worst)")
     }
 
+    /// ReplayGain from each container's own tag form, as the ffmpeg CLI writes it:
+    /// Vorbis comments (FLAC, Ogg), ID3v2 TXXX (MP3), APEv2 (WavPack) and MP4 metadata
+    /// (M4A, ALAC). The capture is the CLI's decode × 10^(−6/20) × 0.5³.
+    @Test(arguments: [("flac-44100-2.flac", "rg.flac", [String]()), ("vorbis-44100-2.ogg", "rg.ogg", []),
+                      ("mp3cbr-44100-2.mp3", "rg.mp3", ["-id3v2_version", "3"]), ("wav16-44100-2.wav", "rg.wv", ["-c:a", "wavpack"]),
+                      ("alac-44100-2.m4a", "rg.m4a", ["-movflags", "use_metadata_tags"])])
+    func replayGainIsReadFromEveryTagForm(_ source: String, _ name: String, _ extra: [String]) throws {
+        let codec = extra.contains("-c:a") ? [] : ["-c", "copy"]
+        let path = try Self.tagged(Fixtures.named(source).path, name, ["-i", "SRC"] + codec + extra + [
+            "-metadata", "REPLAYGAIN_TRACK_GAIN=-6.00 dB", "-metadata", "REPLAYGAIN_TRACK_PEAK=0.5"])
+        var level = LevelSettings()
+        level.replayGain = .track
+        level.volume = 50
+        let cap = try playUnpaced(path, level)
+        let reference = try Reference.decode(path)
+        let g = pow(10, -6.0 / 20) * 0.125
+        #expect(cap.samples.count == reference.count)
+        let worst = zip(cap.samples, reference).map { abs(Double($0) - Double($1) * g) }.max() ?? 1
+        #expect(worst < 1e-6, "\(name): capture differs from source × \(g) by \(worst)")
+    }
+
+    /// Two tracks with different ReplayGain joined gaplessly: the first is its decode ×
+    /// its gain to its last frame, the gain then moves to the second's over the 20 ms
+    /// level ramp, starting at the boundary frame, and stays there exactly.
+    @Test func replayGainSwitchesAtTheBoundary() throws {
+        func tagged(_ name: String, _ gain: String) throws -> String {
+            try Self.tagged(fixture.path, name, ["-i", "SRC", "-c", "copy", "-metadata", "REPLAYGAIN_TRACK_GAIN=\(gain) dB"])
+        }
+        let a = try tagged("rg-a.flac", "-6.00"), b = try tagged("rg-b.flac", "-12.00")
+        let h = EngineHarness(paced: false)
+        var level = LevelSettings()
+        level.replayGain = .track
+        h.engine.setLevel(level)
+        try h.engine.play(path: a, from: nil, paused: true)
+        #expect(try h.engine.setNext(path: b))
+        h.engine.waitUntilApplied()
+        h.engine.resume()
+        #expect(h.waitForEnd())
+        let cap = try h.finishCapture()
+        let refA = try Reference.decode(a), refB = try Reference.decode(b)
+        let (gA, gB) = (pow(10, -6.0 / 20), pow(10, -12.0 / 20))
+        let boundary = refA.count / 2, ramp = 44_100 / 50
+        try #require(cap.samples.count == refA.count + refB.count)
+        func gainError(_ frame: Int, _ want: Double) -> Double {
+            let r = frame < boundary ? refA : refB, i = 2 * (frame < boundary ? frame : frame - boundary)
+            return max(abs(Double(cap.samples[2 * frame]) - Double(r[i]) * want), abs(Double(cap.samples[2 * frame + 1]) - Double(r[i + 1]) * want))
+        }
+        let beforeBad = (0..<boundary).first { gainError($0, gA) > 1e-6 }
+        #expect(beforeBad == nil, "the first track left its gain at frame \(beforeBad ?? -1), before the boundary \(boundary)")
+        let afterBad = ((boundary + ramp + 1)..<(cap.samples.count / 2)).first { gainError($0, gB) > 1e-6 }
+        #expect(afterBad == nil, "the second track is not at its gain by frame \(afterBad ?? -1) (boundary \(boundary), ramp \(ramp))")
+        let startedAt = (boundary..<(boundary + ramp + 1)).first { gainError($0, gA) > 1e-6 }
+        #expect(startedAt == boundary || startedAt == boundary + 1, "the ramp began at \(startedAt ?? -1), the boundary is \(boundary)")
+    }
+
     /// A volume change while playing ramps over 20 ms: no per-frame step larger than the
     /// ramp allows, and exactly the new gain after it.
     @Test func volumeChangesRampWithoutSteps() throws {
