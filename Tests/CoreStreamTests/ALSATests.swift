@@ -167,29 +167,78 @@ struct ALSATests {
 
     /// Pause and resume through ALSA's pulse plugin: the plugin accepts a rewind but has
     /// already sent the frames on, so rewinding there repeated half a second of audio.
-    /// The recorded tone must last exactly as long as the file's.
+    /// The source is a chirp (its frequency sweeps, so no stretch of it looks like
+    /// another). In the recording the part before the pause is the source, ramping out
+    /// linearly over 240 frames (5 ms) from source frame p; the part after it is the
+    /// source again, ramping in from source frame q. Each ramp's start is measured from
+    /// the gains in it (rec / source at each frame), to about a frame: nothing skipped
+    /// or repeated means q = p + 240. (A constant tone, as before, hid up to 30 ms.)
     @Test
     func pauseThroughPulseRepeatsNothing() throws {
         let dir = try pulseScratch("pulse-pause")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let tone = try leadInTone(in: dir, left: 440, right: 440, seconds: 3.0)
+        let chirp = dir + "/chirp.flac"
+        func channel(_ phase: String) -> String { "if(gte(t,0.5),0.25*sin(2*PI*(200*(t-0.5)+300*(t-0.5)*(t-0.5))\(phase)),0)" }
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "aevalsrc='\(channel(""))|\(channel("+1"))':s=48000:d=3.5", "-c:a", "flac", chirp])
+        let source = try Reference.decode(chirp)
         let recorder = try PulseRecorder(path: dir + "/capture.raw")
         defer { recorder.stop() }
-        usleep(300_000)
+        usleep(300_000)  // parec's stream is up (PulseAudio says nothing when it is)
         let e = engine("alsa:pulse")
-        try e.play(path: tone)
-        usleep(1_600_000)
+        try e.play(path: chirp)
+        #expect(waitUntil(seconds: 10) { e.status().positionFrames > 48_000 + 24_000 })
         e.pause()
-        usleep(1_000_000)
+        #expect(waitUntil(seconds: 10) { e.status().state == .paused })
+        // Shorter than the 750 ms the plugin holds: the sink never runs dry, so the ramp-in
+        // follows the ramp-out with no silence (PulseAudio's monitor loses the first
+        // ~120 ms after its sink wakes from idle, which would hide the ramp-in).
+        usleep(200_000)
         e.resume()
-        let deadline = Date().addingTimeInterval(6)
-        while e.status().state != .stopped && Date() < deadline { usleep(5_000) }
+        #expect(waitUntil(seconds: 10) { e.status().state == .stopped })
         e.shutdown()
-        let samples = try recorder.finish()
-        let window = 240
-        let loud = windowRMS(samples, channel: 0, window: window).filter { $0 > 0.04 }.count
-        let sounding = Double(loud * window) / 48000
-        #expect(abs(sounding - 3.0) < 0.03, "the 3.0 s tone sounded for \(sounding) s: audio was lost or repeated around the pause")
+        let rec = try recorder.finish()
+        let frames = source.count / 2, ramp = 240
+        // s16 recording of a float source: a frame matches within 2 LSB on both channels.
+        func matches(_ r: Int, _ s: Int) -> Bool {
+            r >= 0 && s >= 0 && s < frames && (r + 1) * 2 <= rec.count
+                && abs(rec[2 * r] - source[2 * s]) < 2.0 / 32768 && abs(rec[2 * r + 1] - source[2 * s + 1]) < 2.0 / 32768
+        }
+        /// The offset o with rec[k + o] == source[k] for 2,400 frames from source frame `from`.
+        func align(from: Int, near: Int, radius: Int) -> Int? {
+            (near - radius...near + radius).first { o in (from..<(from + 2400)).allSatisfy { matches($0 + o, $0) } }
+        }
+        /// Where a linear ramp over `range` of source frames (at offset o) started, from
+        /// each loud frame's gain: k − 240·g rising, k − 240·(1 − g) falling.
+        func rampStart(_ range: Range<Int>, _ o: Int, rising: Bool) -> Double? {
+            var starts: [Double] = []
+            for k in range where k >= 0 && k < frames && k + o >= 0 && (k + o) * 2 < rec.count && abs(source[2 * k]) > 0.05 {
+                let g = Double(rec[2 * (k + o)]) / Double(source[2 * k])
+                guard g > 0.05 && g < 0.95 else { continue }
+                starts.append(Double(k) - Double(ramp) * (rising ? g : 1 - g))
+            }
+            return starts.isEmpty ? nil : starts.sorted()[starts.count / 2]
+        }
+        let sourceOnset = try #require((0..<frames).first { abs(source[2 * $0]) > 0.02 })
+        let r1 = try #require((0..<(rec.count / 2)).first { abs(rec[2 * $0]) > 0.02 }, "nothing was recorded")
+        let o1 = try #require(align(from: sourceOnset + 480, near: r1 - sourceOnset, radius: 400),
+                              "the recording does not start as the source")
+        let firstOff = try #require(((sourceOnset + 480)..<frames).first { !matches($0 + o1, $0) }, "no pause in the recording")
+        let p = try #require(rampStart((firstOff - 20)..<(firstOff + ramp + 20), o1, rising: false), "no ramp-out")
+        // After the ramp-out: the recording is the source again, at the same offset or a
+        // later one (had the pause outlasted the queue).
+        let gapEnd = try #require(((firstOff + o1 + ramp)..<(rec.count / 2)).first { abs(rec[2 * $0]) > 0.02 }, "nothing after the pause")
+        let o2 = try #require(align(from: firstOff + 3 * ramp, near: gapEnd - firstOff - ramp, radius: 2 * ramp),
+                              "after the pause the recording is not the source near frame \(firstOff + ramp)")
+        let q = try #require(rampStart((firstOff + ramp - 20)..<(firstOff + 2 * ramp + 20), o2, rising: true), "no ramp-in")
+        #expect(abs(q - p - Double(ramp)) <= 1.5, "ramp-out from source frame \(p), ramp-in from \(q): \(q - p - Double(ramp)) frames skipped (negative: repeated)")
+        let rest = ((firstOff + 3 * ramp)..<frames).first { !matches($0 + o2, $0) }
+        #expect(rest == nil, "after the ramp-in the recording leaves the source at frame \(rest ?? -1)")
+    }
+
+    func waitUntil(seconds: Double, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline { if condition() { return true }; usleep(5_000) }
+        return condition()
     }
 }
 
