@@ -84,7 +84,8 @@ static inline void cffmpeg_close_fd_input(AVFormatContext **ctx) {
 /// anything a demuxer would open on its own (HLS segments, concat entries: the
 /// protocol whitelist "none" names no protocol). The demuxer is probed first; one not
 /// in `allowed` is not opened: returns 1 with its name in `detected` (a static
-/// string). Otherwise 0 and the open context in `out`, or a negative AVERROR.
+/// string). Otherwise 0 and the open context in `out`, or a negative AVERROR
+/// (AVERROR_EOF: the file ends before its header does).
 static inline int cffmpeg_open_fd_input(int fd, const char *url, const char *allowed,
                                         AVFormatContext **out, const char **detected) {
     *out = NULL;
@@ -115,6 +116,10 @@ static inline int cffmpeg_open_fd_input(int fd, const char *url, const char *all
     ret = avformat_open_input(&ctx, url, fmt, &opts);
     av_dict_free(&opts);
     if (ret < 0) {
+        /* Demuxers report a header cut short by the end of the file as EIO (flacdec,
+           wavdec): when the reader did reach the end and no read failed, say EOF, so
+           the file is "truncated" rather than an I/O error. */
+        if (ret == AVERROR(EIO) && pb->eof_reached && (pb->error == 0 || pb->error == AVERROR_EOF)) ret = AVERROR_EOF;
         /* avformat_open_input freed ctx, not the custom pb. */
         av_freep(&pb->buffer); avio_context_free(&pb);
         close(fd);

@@ -47,6 +47,9 @@ enum MediaInput {
                               "\(path): a \(name) file, which playd does not open (it opens the audio containers \(demuxers.joined(separator: ", ")))")
         }
         guard ret >= 0, let fmt = ctx else {
+            if ret == cffmpeg_averror_eof() {
+                throw StreamError(.truncated, "\(path): the file ends inside its header (truncated)")
+            }
             if [EIO, ENOMEM, EMFILE, ENFILE].map({ cffmpeg_averror($0) }).contains(ret) {
                 throw FFmpegCall.error(.ioError, file: path, call: "avformat_open_input", ret)
             }
