@@ -117,7 +117,14 @@ final class Encoder {
         }
         ret = PathBytes.withCPath(path) { avio_open(&oc.pointee.pb, $0, AVIO_FLAG_WRITE) }
         guard ret >= 0 else { throw fail("avio_open", ret) }
-        ret = avformat_write_header(oc, nil)
+        // M4A: the movie timescale defaults to 1000 Hz, and the edit list that trims the
+        // encoder delay and the end padding is written in it, so a region came out a few
+        // frames off (429,974 frames declared as 429,975; 1,001 as 970). In the track's
+        // own rate it is exact to the frame.
+        var muxerOptions: OpaquePointer?
+        if options.format == .m4a { av_dict_set(&muxerOptions, "movie_timescale", "\(format.sampleRate)", 0) }
+        ret = avformat_write_header(oc, &muxerOptions)
+        av_dict_free(&muxerOptions)
         guard ret >= 0 else { throw fail("avformat_write_header", ret) }
         if let ps = picture, let art = cover, let pkt = av_packet_alloc() {
             var p: UnsafeMutablePointer<AVPacket>? = pkt
