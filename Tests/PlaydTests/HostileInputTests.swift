@@ -503,26 +503,10 @@ struct HostileInputTests {
     /// `$NOTIFY_SOCKET` (a datagram socket this test listens on).
     @Test func watchdogPingsComeFromTheControlLoop() throws {
         let d = try DaemonHarness(output: "null")
-        let path = d.dir + "/notify.sock"
-        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in for (i, b) in path.utf8.enumerated() { raw[i] = b } }
-        let bound = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        #expect(bound == 0)
-        try d.start(environment: ["NOTIFY_SOCKET": path, "WATCHDOG_USEC": "30000000"])
+        let notify = try NotifySocket(path: d.dir + "/notify.sock")
+        try d.start(environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "30000000"])
         var messages: [String] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        var tv = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        while !messages.contains("WATCHDOG=1") {
-            let n = recv(fd, &buffer, buffer.count, 0)
-            guard n > 0 else { break }
-            messages.append(String(decoding: buffer[..<n], as: UTF8.self))
-        }
+        while !messages.contains("WATCHDOG=1"), let m = notify.next(seconds: 10) { messages.append(m) }
         #expect(messages.first?.hasPrefix("READY=1") == true, "\(messages)")
         #expect(messages.contains("WATCHDOG=1"), "\(messages)")
     }

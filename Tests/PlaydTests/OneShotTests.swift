@@ -186,14 +186,23 @@ final class NotifySocket {
 
     deinit { close(fd) }
 
+    /// The next message, waiting up to `seconds` for it.
+    func next(seconds: Int) -> String? {
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&p, 1, Int32(seconds * 1000)) == 1 else { return nil }
+        return drainOne()
+    }
+
+    private func drainOne() -> String? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let n = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+        return n > 0 ? String(decoding: buffer[..<n], as: UTF8.self) : nil
+    }
+
     /// Every message sent so far (non-blocking).
     func drain() -> [String] {
         var messages: [String] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
-            guard n > 0 else { return messages }
-            messages.append(String(decoding: buffer[..<n], as: UTF8.self))
-        }
+        while let m = drainOne() { messages.append(m) }
+        return messages
     }
 }

@@ -50,10 +50,6 @@ extension PThread {
     /// stuck in a system call (a read on a hung network or FUSE file system) cannot
     /// keep the process from exiting.
     public static func detached(name: String, _ body: @escaping @Sendable () -> Void) {
-        final class Box {
-            let body: () -> Void
-            init(_ body: @escaping () -> Void) { self.body = body }
-        }
         var attributes = pthread_attr_t()
         pthread_attr_init(&attributes)
         defer { pthread_attr_destroy(&attributes) }
