@@ -48,8 +48,10 @@ public struct Handoff<Value>: @unchecked Sendable {
 extension PThread {
     /// Starts `body` on a new detached thread named `name`: nobody joins it, so a body
     /// stuck in a system call (a read on a hung network or FUSE file system) cannot
-    /// keep the process from exiting.
-    public static func detached(name: String, _ body: @escaping @Sendable () -> Void) {
+    /// keep the process from exiting. Returns false when no thread could be made
+    /// (EAGAIN under a thread limit): the caller decides, nothing traps.
+    @discardableResult
+    public static func detached(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
         var attributes = pthread_attr_t()
         pthread_attr_init(&attributes)
         defer { pthread_attr_destroy(&attributes) }
@@ -60,7 +62,11 @@ extension PThread {
             Unmanaged<Box>.fromOpaque(arg!).takeRetainedValue().body()
             return nil
         }, box)
-        precondition(r == 0, "pthread_create() failed: \(r)")
+        guard r == 0 else {
+            Unmanaged<Box>.fromOpaque(box).release()
+            return false
+        }
         _ = clinux_set_thread_name(handle, String(name.prefix(15)))
+        return true
     }
 }

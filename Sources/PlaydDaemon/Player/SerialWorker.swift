@@ -25,7 +25,9 @@ final class SerialWorker: Sendable {
             s.running = true
             return true
         }
-        if start { PThread.detached(name: name) { [self] in drain() } }
+        // No thread to be had (a thread limit): run the jobs here, as before there was a
+        // walker, rather than never.
+        if start && !PThread.detached(name: name, { [self] in drain() }) { drain() }
     }
 
     private func drain() {

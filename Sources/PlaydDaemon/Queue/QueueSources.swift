@@ -46,10 +46,12 @@ enum QueueSources {
         return Collected(files: kept, refused: refused)
     }
 
-    /// Whether collecting `sources` may take long: more than one source, a folder or a
-    /// playlist. One file is a few system calls, done on the control thread at once.
+    /// Whether collecting `sources` may take long: more than one source, a folder, a
+    /// playlist, or a relative path (resolved against the music roots, not the working
+    /// folder this would stat). One absolute file is a few system calls, done on the
+    /// control thread at once.
     static func fansOut(_ sources: [String]) -> Bool {
-        guard sources.count == 1, let p = sources.first else { return true }
+        guard sources.count == 1, let p = sources.first, p.hasPrefix("/") else { return true }
         if ["m3u", "m3u8", "pls"].contains(fileExtension(p)) { return true }
         var st = stat()
         return PathBytes.stat(p, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
