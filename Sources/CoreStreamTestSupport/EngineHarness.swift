@@ -51,6 +51,22 @@ public final class EngineHarness: @unchecked Sendable {
         wait(seconds: seconds) { engine.status().state == .stopped }
     }
 
+    /// Plays `path` unpaced from `from` after `setUp` (the engine is paused there, so a
+    /// loop or direction set in it applies from the first frame), to the end. Returns
+    /// the capture, the events, and whether the track ended within `seconds`.
+    public static func playToEnd(_ path: String, from: Int64? = nil, seconds: Double = 60, name: String = #function,
+                                 _ setUp: (PlaybackEngine) throws -> Void = { _ in }) throws
+        -> (capture: WAVFile, events: [PlaybackEngine.Event], ended: Bool) {
+        let h = EngineHarness(paced: false, name: name)
+        try h.engine.play(path: path, from: from, paused: true)
+        try setUp(h.engine)
+        h.engine.waitUntilApplied()
+        h.engine.resume()
+        let ended = h.waitForEnd(seconds: seconds)
+        let events = h.recordedEvents
+        return (try h.finishCapture(), events, ended)
+    }
+
     /// Shuts the engine down (closing the WAV file) and reads the capture.
     public func finishCapture() throws -> WAVFile {
         engine.shutdown()

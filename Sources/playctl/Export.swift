@@ -83,11 +83,15 @@ struct Export: ParsableCommand {
             for f in exporter.fallbacks {
                 warn("encoder \(f) is not in this FFmpeg; used \(exporter.encoderName)")
             }
+            if let why = exporter.coverDropped { warn("cover art not copied: \(why)") }
             if connection.json {
                 print(JSON.obj(("event", .string("done")), ("file", .string(output)), ("encoder", .string(exporter.encoderName)),
-                               ("frames", .int(exporter.totalFrames)), ("sample_rate", .int(Int64(exporter.outputFormat.sampleRate)))).text)
+                               ("frames", .int(exporter.totalFrames)), ("sample_rate", .int(Int64(exporter.outputFormat.sampleRate))),
+                               ("cover_copied", .bool(exporter.coverCopied)),
+                               ("cover_dropped", exporter.coverDropped.map(JSON.string) ?? .null)).text)
             } else {
-                print("\(output): \(exporter.totalFrames) frames, \(exporter.outputFormat), \(exporter.encoderName)")
+                print("\(output): \(exporter.totalFrames) frames, \(exporter.outputFormat), \(exporter.encoderName)"
+                      + (exporter.coverCopied ? ", cover art copied" : ""))
             }
         } catch {
             if exportCancelled.load(ordering: .relaxed) {

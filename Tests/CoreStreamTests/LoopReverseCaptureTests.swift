@@ -46,14 +46,9 @@ struct LoopReverseCaptureTests {
 
     /// Plays `fixture` unpaced after `setUp` (the engine is paused at `from`), to the end.
     func capture(_ fixture: Fixture, from: Int64? = nil, _ setUp: (PlaybackEngine) throws -> Void) throws -> (WAVFile, [PlaybackEngine.Event]) {
-        let h = EngineHarness(paced: false, name: fixture.name)
-        try h.engine.play(path: fixture.path, from: from, paused: true)
-        try setUp(h.engine)
-        h.engine.waitUntilApplied()
-        h.engine.resume()
-        #expect(h.waitForEnd(seconds: 60))
-        let events = h.recordedEvents
-        return (try h.finishCapture(), events)
+        let run = try EngineHarness.playToEnd(fixture.path, from: from, name: fixture.name, setUp)
+        #expect(run.ended)
+        return (run.capture, run.events)
     }
 
     /// A 10-frame loop around a packet boundary of every codec, wrapped 200 times, then

@@ -199,6 +199,9 @@ struct DaemonTests {
         }
         #expect(wraps == [1, 2], "wrap events: \(wraps)")
         #expect(sawEnd)
+        // Ended on its own: stopped, and no file named (docs/protocol.md).
+        let ended = try #require(h.request("status"))
+        #expect(ended["state"]?.stringValue == "stopped" && ended["file"]?.isNull == true, "after the end: \(ended)")
         #expect(h.terminate().status == 0)
         // What it sounded like: 0…B−1, then A…B−1 twice more, then on to the end.
         let cap = try WAVFile(path: h.capture)

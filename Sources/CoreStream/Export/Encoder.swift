@@ -28,6 +28,8 @@ final class Encoder {
 
     /// Whether the cover art went in (FLAC PICTURE, MP4 `covr`).
     private(set) var coverWritten = false
+    /// Why a cover the input has did not go in; nil when it did or there was none.
+    private(set) var coverDropped: String?
 
     init(options: ExportOptions, format: PCMFormat, bits: ExportOptions.Bits, path: String, tags: [String: String],
          cover: (mime: String, bytes: [UInt8], width: Int32, height: Int32)?) throws(StreamError) {
@@ -129,12 +131,19 @@ final class Encoder {
         if let ps = picture, let art = cover, let pkt = av_packet_alloc() {
             var p: UnsafeMutablePointer<AVPacket>? = pkt
             defer { av_packet_free(&p) }
-            if av_new_packet(pkt, Int32(art.bytes.count)) >= 0 {
+            ret = av_new_packet(pkt, Int32(art.bytes.count))
+            if ret >= 0 {
                 art.bytes.withUnsafeBufferPointer { pkt.pointee.data.update(from: $0.baseAddress!, count: $0.count) }
                 pkt.pointee.stream_index = ps.pointee.index
                 pkt.pointee.flags |= AV_PKT_FLAG_KEY
-                coverWritten = av_interleaved_write_frame(oc, pkt) >= 0
+                ret = av_interleaved_write_frame(oc, pkt)
+                coverWritten = ret >= 0
             }
+            if !coverWritten { coverDropped = "writing the picture failed: \(FFmpegCall.describe(ret))" }
+        } else if let art = cover {
+            coverDropped = options.format == .wav
+                ? "WAV has no place for a picture"
+                : "the picture is \(art.mime); \(options.format.rawValue.uppercased()) takes PNG or JPEG"
         }
     }
 

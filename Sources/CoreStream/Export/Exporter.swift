@@ -81,6 +81,9 @@ public final class Exporter {
     public private(set) var encoderName = ""
     /// Whether the input's cover art went into the output.
     public private(set) var coverCopied = false
+    /// Why the input's cover art did not go into the output (the audio is exported
+    /// all the same); nil when it did or the input has none.
+    public private(set) var coverDropped: String?
     /// Encoders that were wanted but are not in this FFmpeg (reported, not fatal).
     public private(set) var fallbacks: [String] = []
 
@@ -160,6 +163,7 @@ public final class Exporter {
         let encoder = try Encoder(options: options, format: outFormat, bits: bits, path: tmp, tags: decoder.info.tags, cover: cover)
         encoderName = encoder.name
         coverCopied = encoder.coverWritten
+        coverDropped = encoder.coverDropped
         fallbacks = encoder.fallbacks
         let chunk = 16_384
         let buffer = UnsafeMutablePointer<Float>.allocate(capacity: chunk * outFormat.channels)

@@ -123,7 +123,9 @@ enum JSONEncoding {
     static func status(_ player: Player, _ server: ServerCounters) -> [(String, JSON)] {
         let s = player.playerStatus()
         var m: [(String, JSON)] = [("state", .string(s.state.rawValue))]
-        if let t = s.track {
+        // Stopped, by `stop` or at the end of the last track alike, names no file (the
+        // engine keeps an ended track to restart it; MPD's status drops it too).
+        if let t = s.track, s.state != .stopped {
             m += [("file", .string(t.path)),
                   ("position", .number(s.positionSeconds)),
                   ("duration", t.durationSeconds.map(JSON.number) ?? .null),
