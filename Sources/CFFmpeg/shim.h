@@ -66,9 +66,12 @@ static inline int64_t cffmpeg_fd_seek(void *opaque, int64_t offset, int whence) 
 }
 
 /// Frees a context opened by cffmpeg_open_fd_input, its AVIOContext and buffer, and
-/// closes the descriptor. avformat_close_input() leaves a custom AVIOContext alone.
+/// closes the descriptor (or one opened by cffmpeg_open_url_input). avformat_close_input() leaves a custom AVIOContext alone.
 static inline void cffmpeg_close_fd_input(AVFormatContext **ctx) {
     if (!ctx || !*ctx) return;
+    /* A network input (cffmpeg_open_url_input) has FFmpeg's own AVIOContext, which
+       avformat_close_input closes. */
+    if (!((*ctx)->flags & AVFMT_FLAG_CUSTOM_IO)) { avformat_close_input(ctx); return; }
     AVIOContext *pb = (*ctx)->pb;
     avformat_close_input(ctx);
     if (pb) {
@@ -127,6 +130,53 @@ static inline int cffmpeg_open_fd_input(int fd, const char *url, const char *all
     }
     *out = ctx;
     return 0;
+}
+
+/// HTTP failures FFmpeg's http protocol reports (FFERRTAG values, which do not import).
+static inline int cffmpeg_averror_http_bad_request(void) { return AVERROR_HTTP_BAD_REQUEST; }
+static inline int cffmpeg_averror_http_unauthorized(void) { return AVERROR_HTTP_UNAUTHORIZED; }
+static inline int cffmpeg_averror_http_forbidden(void) { return AVERROR_HTTP_FORBIDDEN; }
+static inline int cffmpeg_averror_http_not_found(void) { return AVERROR_HTTP_NOT_FOUND; }
+static inline int cffmpeg_averror_http_other_4xx(void) { return AVERROR_HTTP_OTHER_4XX; }
+static inline int cffmpeg_averror_http_server_error(void) { return AVERROR_HTTP_SERVER_ERROR; }
+static inline int cffmpeg_averror_exit(void) { return AVERROR_EXIT; }
+
+/// Opens a network URL as media: only the protocols in `protocols` (playd passes
+/// "http,https,tcp,tls"), for the URL itself and for anything a demuxer would open on
+/// its own, and only a demuxer from the comma list `allowed`. `interrupt` lets another
+/// thread, or a deadline, abort a blocked connect or read. `options` are the http
+/// protocol's (icy, rw_timeout, user_agent, ...). Returns 0 with the context in `out`,
+/// 1 with the detected demuxer's name in `detected` when it is not allowed, or a
+/// negative AVERROR.
+static inline int cffmpeg_open_url_input(const char *url, const char *allowed, const char *protocols,
+                                         AVIOInterruptCB interrupt, AVDictionary **options,
+                                         AVFormatContext **out, const char **detected) {
+    *out = NULL;
+    *detected = NULL;
+    AVFormatContext *ctx = avformat_alloc_context();
+    if (!ctx) return AVERROR(ENOMEM);
+    ctx->interrupt_callback = interrupt;
+    ctx->protocol_whitelist = av_strdup(protocols);
+    av_dict_set(options, "protocol_whitelist", protocols, 0);
+    int ret = avformat_open_input(&ctx, url, NULL, options);
+    if (ret < 0) return ret;  /* ctx freed by avformat_open_input */
+    if (!ctx->iformat || av_match_list(ctx->iformat->name, allowed, ',') <= 0) {
+        *detected = ctx->iformat ? ctx->iformat->name : "?";
+        avformat_close_input(&ctx);
+        return 1;
+    }
+    *out = ctx;
+    return 0;
+}
+
+/// The last ICY metadata block (`StreamTitle='…';`) or the ICY response headers the
+/// http protocol kept (`icy-name: …` lines), as a string to free with av_free; NULL
+/// when there is none.
+static inline char *cffmpeg_icy_option(AVFormatContext *ctx, const char *name) {
+    if (!ctx || !ctx->pb) return NULL;
+    uint8_t *value = NULL;
+    if (av_opt_get(ctx->pb, name, AV_OPT_SEARCH_CHILDREN, &value) < 0) return NULL;
+    return (char *)value;
 }
 
 #endif

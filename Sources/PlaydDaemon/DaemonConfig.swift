@@ -85,6 +85,15 @@ public struct DaemonConfig: Sendable, Equatable {
     public var maxPlaylistEntries = 10_000
     /// `mpd.max_command_list_size`: KiB of one MPD command list (MPD's default 2048).
     public var maxCommandListKiB = 2048
+    /// `streams.enabled`: http(s) URLs are played and queued.
+    public var streamsEnabled = true
+    /// `streams.allowed_hosts`: when not empty, only URLs on these hosts (exact, or a
+    /// `.example.org` suffix).
+    public var streamHosts: [String] = []
+    /// `streams.timeout`: seconds a connect or a silent read may take.
+    public var streamTimeout = 10
+    /// `streams.reconnect_attempts`: tries after a live stream drops.
+    public var streamReconnects = 5
 
     public init() {}
 
@@ -198,6 +207,10 @@ public struct DaemonConfig: Sendable, Equatable {
             case "limits.max_playlist_size": maxPlaylistBytes = try int(1024...(256 << 20))
             case "limits.max_playlist_entries": maxPlaylistEntries = try int(1...1_000_000)
             case "mpd.max_command_list_size": maxCommandListKiB = try int(1...(1 << 20))
+            case "streams.enabled": streamsEnabled = try bool()
+            case "streams.allowed_hosts": streamHosts = try strings().map { $0.lowercased() }
+            case "streams.timeout": streamTimeout = try int(1...600)
+            case "streams.reconnect_attempts": streamReconnects = try int(0...1000)
             case "log.level":
                 let s = try string()
                 guard Self.logLevels.contains(s) else { throw fail("'\(s)' must be one of \(Self.logLevels.joined(separator: ", "))") }

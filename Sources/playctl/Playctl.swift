@@ -85,9 +85,10 @@ func parseTime(_ text: String) throws -> TimeArgument {
     do { return try TimeArgument(parsing: text) } catch { throw ValidationError(error.description) }
 }
 
-/// An absolute path: playd may run in another directory.
+/// An absolute path: playd may run in another directory. A URL (`http://…`, or any
+/// `scheme://`) goes as it is: playd plays http(s) streams and refuses the rest.
 func absolute(_ path: String) -> String {
-    guard !path.hasPrefix("/") else { return path }
+    guard !path.hasPrefix("/"), !NetworkInput.hasScheme(path) else { return path }
     var buf = [CChar](repeating: 0, count: 4096)
     return getcwd(&buf, buf.count) != nil ? PathBytes.text(cString: buf) + "/" + path : path
 }
@@ -458,7 +459,14 @@ enum StatusView {
             let filled = min(width, Int(Double(width) * pos / d))
             bar = " [" + String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled) + "]"
         }
-        lines.append("[\(state)] \(formatClock(pos)) / \(dur.map(formatClock) ?? "?:??")\(bar)")
+        let stream = s["stream"].flatMap { $0.isNull ? nil : $0 }
+        let live = stream?["live"]?.boolValue == true
+        lines.append("[\(state)] \(formatClock(pos)) / \(live ? "live" : dur.map(formatClock) ?? "?:??")\(bar)")
+        if let st = stream {
+            var line = "stream: \(st["station"]?.stringValue ?? file)"
+            if let n = st["reconnecting"]?.numberValue { line += " (reconnecting, attempt \(Int(n)))" }
+            lines.append(line)
+        }
         if let l = s["loop"], !l.isNull, let a = l["start"]?.numberValue, let b = l["end"]?.numberValue {
             var line = "loop: \(formatPrecise(a)) – \(formatPrecise(b))"
             if l["ping_pong"]?.boolValue == true { line += " ping-pong" }
@@ -522,6 +530,10 @@ struct Watch: ParsableCommand {
         case "queue": return "queue: \(Int(e["length"]?.numberValue ?? 0)) entries"
         case "volume": return "volume: \(Int(e["volume"]?.numberValue ?? 0))" + (e["muted"]?.boolValue == true ? " (muted)" : "")
         case "error": return "error: \(e["code"]?.stringValue ?? "?"): \(e["message"]?.stringValue ?? "")"
+        case "buffering": return "buffering: \(e["file"]?.stringValue ?? "?")"
+        case "metadata": return "title: \(e["stream_title"]?.stringValue ?? "")"
+        case "reconnecting": return "reconnecting (attempt \(Int(e["attempt"]?.numberValue ?? 0))): \(e["cause"]?.stringValue ?? "")"
+        case "reconnected": return "reconnected: \(e["file"]?.stringValue ?? "?")"
         default: return e.text
         }
     }

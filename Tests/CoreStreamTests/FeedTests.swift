@@ -187,7 +187,9 @@ struct FeedTests {
         usleep(800_000)
         h.engine.pause()
         #expect(h.wait(seconds: 2) { h.engine.status().state == .paused })
-        usleep(300_000)  // the device plays out its short ramp
+        // The device plays out its short ramp and what it had queued: wait until the
+        // feed has had nothing for 100 ms (two periods).
+        #expect(h.wait(seconds: 3) { reader.bytesArrived(from: reader.secondsSinceStart - 0.1, to: reader.secondsSinceStart) == 0 })
         let pauseStart = reader.secondsSinceStart
         usleep(700_000)
         let during = reader.bytesArrived(from: pauseStart, to: reader.secondsSinceStart)

@@ -25,22 +25,6 @@ struct MultiroomTests {
             port = Int.random(in: 20_000...40_000) & ~1
         }
 
-        /// Runs `argv` with SIGTERM and SIGINT unblocked (a test runner's child inherits
-        /// them blocked), logging to `log`.
-        private func spawn(_ argv: [String], log: String) throws -> Process {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-            p.arguments = ["-c", "import os, signal, sys; signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT}); os.execvp(sys.argv[1], sys.argv[1:])"] + argv
-            FileManager.default.createFile(atPath: log, contents: nil)
-            let h = FileHandle(forWritingAtPath: log)!
-            h.seekToEndOfFile()
-            p.standardOutput = h
-            p.standardError = h
-            p.standardInput = FileHandle.nullDevice
-            try p.run()
-            return p
-        }
-
         func startServer() throws {
             let conf = dir + "/snapserver.conf"
             try """
@@ -58,20 +42,33 @@ struct MultiroomTests {
             [logging]
             sink = stderr
             """.write(toFile: conf, atomically: true, encoding: .utf8)
-            server = try spawn(["snapserver", "-c", conf], log: dir + "/snapserver.log")
+            server = try ServerProcess.spawn(["snapserver", "-c", conf], log: dir + "/snapserver.log")
             // Ready when its stream port accepts.
             let deadline = Date().addingTimeInterval(10)
             while Date() < deadline {
-                if Self.portOpen(port) { return }
+                if ServerProcess.listening(port) { return }
                 usleep(50_000)
             }
             throw FixtureError("snapserver did not listen on \(port): \((try? String(contentsOfFile: dir + "/snapserver.log", encoding: .utf8)) ?? "")")
         }
 
         func startClient() throws {
-            client = try spawn(["snapclient", "-h", "127.0.0.1", "-p", "\(port)", "--hostID", "playd-test-\(port)",
+            client = try ServerProcess.spawn(["snapclient", "-h", "127.0.0.1", "-p", "\(port)", "--hostID", "playd-test-\(port)",
                                 "--player", "file:filename=\(rendered),mode=a", "--logsink", "stderr"],
                                log: dir + "/snapclient.log")
+        }
+
+        /// Waits until the client has synced its clock with the server: it logs the
+        /// measured difference ("diff to server [ms]") once the first time messages are
+        /// answered, after its Hello; audio sent before that may be dropped.
+        func waitUntilClientSynced(seconds: Double = 10) throws {
+            let deadline = Date().addingTimeInterval(seconds)
+            let log = dir + "/snapclient.log"
+            while Date() < deadline {
+                if let text = try? String(contentsOfFile: log, encoding: .utf8), text.contains("diff to server") { return }
+                usleep(20_000)
+            }
+            throw FixtureError("snapclient did not sync within \(seconds) s: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
         }
 
         func killServer() {
@@ -84,18 +81,6 @@ struct MultiroomTests {
             guard let c = client, c.isRunning else { return }
             c.terminate()
             c.waitUntilExit()
-        }
-
-        static func portOpen(_ port: Int) -> Bool {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            defer { close(fd) }
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_port = in_port_t(UInt16(port).bigEndian)
-            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-            return withUnsafePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            } == 0
         }
 
         /// What the client rendered: interleaved 16-bit stereo.
@@ -146,7 +131,7 @@ struct MultiroomTests {
         try snap.startServer()
         try snap.startClient()
         try h.start()
-        usleep(1_000_000)  // the client connects and syncs its clock
+        try snap.waitUntilClientSynced()
         #expect(h.request("play", ("path", .string(track)))?["ok"]?.boolValue == true)
         return (h, snap, track)
     }

@@ -31,10 +31,22 @@ public final class AudioDecoder {
     private let frame: UnsafeMutablePointer<AVFrame>
     private var resampler: OpaquePointer?
     private var stream: UnsafeMutablePointer<AVStream>
-    private let streamIndex: Int32
+    private var streamIndex: Int32
     /// Decoder threads asked for at open (see `init`).
     private let threads: Int
-    private let timeBase: AVRational
+    private var timeBase: AVRational
+    /// A network stream's interrupt (nil for a local file): its blocking calls give way
+    /// to a command for the reader, an abort, or a deadline.
+    let interrupt: StreamInterrupt?
+    private let streamOptions: StreamOptions
+    /// Called on the reading thread with a network stream's news (set by the engine's
+    /// reader when it takes the decoder; by the owner of a decoder read directly).
+    public var onStreamEvent: ((StreamEvent) -> Void)?
+    /// The last ICY title reported, and when the block was last looked at.
+    private var lastTitle: String?
+    private var lastTitleCheck: UInt64 = 0
+    /// Times a dropped live stream was connected again.
+    public private(set) var reconnects = 0
     private let rate: Int
 
     /// The stream timestamp of source frame 0 (the first sample of a straight decode).
@@ -43,13 +55,15 @@ public final class AudioDecoder {
     private var endLimit: Int64?
     /// Frames of decode preroll the codec needs before a seek target.
     private let basePreroll: Int64
+    /// What a seek decodes ahead of its target at least (source frames).
+    var seekPrerollFrames: Int64 { basePreroll }
     /// Frames are placed by counting decoded samples from an anchor, not by their own
     /// timestamps: FFmpeg 5.1's Ogg demuxer stamps Vorbis packets from a parse of block
     /// sizes that puts a long-to-short transition frame 448 frames late (2048/256-sample
     /// blocks; measured on a 60 s mix with transients: 57 of 337 seeks landed 17 to 448
     /// frames off, and loop and reverse cuts at such frames too). The decoded samples
     /// themselves are continuous, so counting gives the ffmpeg CLI's frame numbers.
-    private let placesByCount: Bool
+    private var placesByCount: Bool
     /// With `placesByCount`: the frame being placed is known to sit where counting says.
     /// True from the first frame after an open; after a seek, from the first frame whose
     /// timestamp agrees with the count from the one before (a misplaced frame never
@@ -93,18 +107,34 @@ public final class AudioDecoder {
     /// Thread: any. Real-time safe: no (file I/O, allocation).
     /// - Parameter threads: decoder threads (frame threading where the codec has it);
     ///   1 for playback, which needs no more, 0 (one per core) for batch work like export.
-    public init(path: String, outputFormat requested: PCMFormat? = nil, threads: Int = 1) throws(StreamError) {
+    ///
+    /// An `http://` or `https://` URL is opened as a network stream (``NetworkInput``,
+    /// with `stream`'s timeouts): a live one (no length, not seekable) plays forward
+    /// from where it is joined and reconnects when it drops.
+    public init(path: String, outputFormat requested: PCMFormat? = nil, threads: Int = 1,
+                stream streamOptions: StreamOptions = StreamOptions()) throws(StreamError) {
         self.threads = threads
+        self.streamOptions = streamOptions
         _ = FFmpegCall.quietLogging
-        let fmt = try MediaInput.open(path)
+        let remote = NetworkInput.isStreamURL(path)
+        let interrupt = remote ? StreamInterrupt(cancel: streamOptions.cancel) : nil
+        self.interrupt = interrupt
+        let fmt = try Self.openInput(path, interrupt: interrupt, options: streamOptions)
         // From here on, `fmt` is closed by the failure path or by deinit.
         var opened = false
         defer { if !opened { var c: UnsafeMutablePointer<AVFormatContext>? = fmt; MediaInput.close(&c) } }
 
+        interrupt?.deadline = monotonicNanoseconds() + UInt64(max(0.1, min(streamOptions.timeoutSeconds, 3600)) * 1e9)
         var ret = avformat_find_stream_info(fmt, nil)
+        interrupt?.deadline = 0
         if ret < 0 {
+            if let i = interrupt { throw NetworkInput.error(path, ret, interrupt: i, call: "avformat_find_stream_info") }
             throw StreamError(.corrupt, "\(path): avformat_find_stream_info() failed: \(FFmpegCall.describe(ret))")
         }
+        // Live: no length and no seeking (an Icecast mount); an HTTP file with a
+        // Content-Length and a duration seeks with Range requests like a local file.
+        let live = remote && fmt.pointee.duration <= 0
+        let seekable = !remote || (fmt.pointee.pb != nil && fmt.pointee.pb.pointee.seekable != 0)
         let containerName = String(cString: fmt.pointee.iformat.pointee.name)
 
         var decoderPtr: UnsafePointer<AVCodec>?
@@ -178,7 +208,8 @@ public final class AudioDecoder {
 
         let codecName = String(cString: decoder.pointee.name)
         basePreroll = Self.preroll(codecID: decoder.pointee.id, stream: st, rate: sourceRate)
-        placesByCount = decoder.pointee.id == AV_CODEC_ID_VORBIS
+        // A live stream's timestamps restart at a reconnect: count frames there too.
+        placesByCount = decoder.pointee.id == AV_CODEC_ID_VORBIS || live
         outputFormat = requested ?? PCMFormat(sampleRate: sourceRate, channels: sourceChannels)
 
         var bits: Int? = nil
@@ -197,6 +228,23 @@ public final class AudioDecoder {
                          tags: Self.readTags(fmt, st), cover: Self.findCover(fmt)?.art)
 
         try configureResampler()
+        info.isSeekable = seekable && !live
+        if live {
+            info.isLive = true
+            info.stationName = NetworkInput.stationName(fmt)
+            if let name = info.stationName, info.tags["name"] == nil { info.tags["name"] = name }
+            // Frame 0 is the first frame decoded; it stays pending for the first read.
+            guard try decodeNextFrame() else {
+                throw StreamError(.corrupt, "\(path): no audio frame could be decoded from the stream (\(corruptPackets) bad packets)")
+            }
+            originPTS = 0
+            pendingIndex = 0
+            nextIndexHint = Int64(pendingCount)
+            anchored = true
+            lastTitle = NetworkInput.streamTitle(fmt)
+            info.streamTitle = lastTitle
+            return
+        }
         let measured = try measure()
         info.durationFrames = measured.frames
         info.durationIsEstimate = measured.isEstimate
@@ -204,6 +252,13 @@ public final class AudioDecoder {
         // to a straight decode (AAC's noise substitution, for one, carries an RNG state).
         try reopenCodec()
         try seek(to: 0)
+    }
+
+    /// A local file through ``MediaInput``, a stream URL through ``NetworkInput``.
+    private static func openInput(_ path: String, interrupt: StreamInterrupt?,
+                                  options: StreamOptions) throws(StreamError) -> UnsafeMutablePointer<AVFormatContext> {
+        if let i = interrupt { return try NetworkInput.open(path, options: options, interrupt: i) }
+        return try MediaInput.open(path)
     }
 
     private static func setThreads(_ cc: UnsafeMutablePointer<AVCodecContext>, _ threads: Int) {
@@ -378,11 +433,12 @@ public final class AudioDecoder {
     /// Decodes the next frame into `frame`, placing it by its timestamp.
     /// Returns false at end of stream.
     private func decodeNextFrame() throws(StreamError) -> Bool {
-        guard let cc = codecContext, let fmt = formatContext else { return false }
         // avcodec_receive_frame() unrefs `frame` first, whatever it returns.
         pendingCount = 0
         pendingOffset = 0
         while true {
+            // Fetched each time round: a reconnect replaces both.
+            guard let cc = codecContext, let fmt = formatContext else { return false }
             var ret = avcodec_receive_frame(cc, frame)
             if ret >= 0 {
                 consecutiveErrors = 0
@@ -431,11 +487,13 @@ public final class AudioDecoder {
             }
             ret = av_read_frame(fmt, packet)
             if ret < 0 {
+                if info.isLive, try reconnect(after: ret) { continue }
                 // EOF or a read error at the end: drain the decoder either way.
                 demuxerAtEOF = true
                 continue
             }
             defer { av_packet_unref(packet) }
+            if interrupt != nil { checkStreamTitle(fmt) }
             if packet.pointee.stream_index != streamIndex { continue }
             if packet.pointee.pts != FFmpegCall.noPTS {
                 if firstPacketPTS == nil { firstPacketPTS = packet.pointee.pts }
@@ -703,6 +761,13 @@ public final class AudioDecoder {
     /// Thread: the decoder's owner. Real-time safe: no.
     public func seek(to target: Int64) throws(StreamError) {
         guard formatContext != nil, codecContext != nil else { return }
+        if !info.isSeekable && target != 0 {
+            guard target == position else {
+                throw StreamError(.notSeekable, "\(info.path): \(info.isLive ? "a live stream" : "the server does not take Range requests, so this stream") cannot seek")
+            }
+            return
+        }
+        if info.isLive { return }
         let target = max(0, endLimit.map { min(target, $0) } ?? target)
         if positionedBySeek && target == position { return }
         defer { positionedBySeek = true }
@@ -778,6 +843,7 @@ public final class AudioDecoder {
     /// Thread: the decoder's owner. Real-time safe: no.
     public func decodedEnd() throws(StreamError) -> Int64 {
         if !info.durationIsEstimate, let d = info.durationFrames { return d }
+        if info.isLive { throw StreamError(.notSeekable, "\(info.path): a live stream has no end to play back from") }
         let scratch = UnsafeMutablePointer<Float>.allocate(capacity: 4096 * outputFormat.channels)
         defer { scratch.deallocate() }
         var back = Int64(rate) * 2
@@ -800,7 +866,7 @@ public final class AudioDecoder {
     /// decode from the first packet.
     private func restartFromBeginning() throws(StreamError) {
         // The same checks as the first open: the name may lead elsewhere by now.
-        let fmt = try MediaInput.open(info.path)
+        let fmt = try Self.openInput(info.path, interrupt: interrupt, options: streamOptions)
         var ctx: UnsafeMutablePointer<AVFormatContext>? = fmt
         let ret = avformat_find_stream_info(fmt, nil)
         guard ret >= 0, Int(streamIndex) < Int(fmt.pointee.nb_streams) else {
@@ -813,6 +879,81 @@ public final class AudioDecoder {
         stream = fmt.pointee.streams[Int(streamIndex)]!
         try reopenCodec()
     }
+
+    // MARK: - Network streams
+
+    /// Reports a changed ICY title, looking at most 4 times a second (the block is a
+    /// string copy out of the http protocol).
+    private func checkStreamTitle(_ fmt: UnsafeMutablePointer<AVFormatContext>) {
+        let now = monotonicNanoseconds()
+        guard now &- lastTitleCheck > 250_000_000 else { return }
+        lastTitleCheck = now
+        let title = NetworkInput.streamTitle(fmt)
+        guard title != lastTitle, title != nil else { return }
+        lastTitle = title
+        onStreamEvent?(.title(title))
+    }
+
+    /// A live stream dropped (`ret`, or the server ended it): connects again, with
+    /// backoff 1, 2, 4, 8, 8 … s, up to `reconnectAttempts` times. Returns false when
+    /// it gave up or a command for the reader broke off the wait (the caller ends the
+    /// stream). The codec is kept when the format is the same (a radio switching
+    /// bitrate); another rate or channel count ends the stream, as a local track does.
+    private func reconnect(after ret: Int32) throws(StreamError) -> Bool {
+        guard let interrupt, streamOptions.reconnectAttempts > 0 else { return false }
+        func brokenOff() -> Bool {
+            interrupt.abort.load(ordering: .relaxed) || interrupt.cancel?.isCancelled == true
+                || interrupt.mailbox?.abandoning.load(ordering: .relaxed) == true
+        }
+        if brokenOff() { return false }
+        let cause = ret == FFmpegCall.eof ? "the server ended the stream"
+            : NetworkInput.error(info.path, ret, interrupt: interrupt, call: "av_read_frame").message
+        for attempt in 1...streamOptions.reconnectAttempts {
+            onStreamEvent?(.reconnecting(attempt: attempt, cause: cause))
+            let until = monotonicNanoseconds() + UInt64(min(8, 1 << min(attempt - 1, 3))) * 1_000_000_000
+            while monotonicNanoseconds() < until {
+                if brokenOff() { return false }
+                usleep(20_000)
+            }
+            guard let fmt = try? NetworkInput.open(info.path, options: streamOptions, interrupt: interrupt) else {
+                if brokenOff() { return false }
+                continue
+            }
+            var ctx: UnsafeMutablePointer<AVFormatContext>? = fmt
+            interrupt.deadline = monotonicNanoseconds() + UInt64(max(0.1, min(streamOptions.timeoutSeconds, 3600)) * 1e9)
+            let found = avformat_find_stream_info(fmt, nil)
+            interrupt.deadline = 0
+            let index = found < 0 ? found : av_find_best_stream(fmt, AVMEDIA_TYPE_AUDIO, -1, -1, nil, 0)
+            guard index >= 0, let st = fmt.pointee.streams[Int(index)] else {
+                MediaInput.close(&ctx)
+                continue
+            }
+            let par = st.pointee.codecpar!
+            guard Int(par.pointee.sample_rate) == rate, Int(par.pointee.ch_layout.nb_channels) == info.channels else {
+                MediaInput.close(&ctx)
+                logger?("reconnected, but the stream is now \(par.pointee.sample_rate) Hz, \(par.pointee.ch_layout.nb_channels) channels")
+                return false
+            }
+            let sameCodec = par.pointee.codec_id == stream.pointee.codecpar.pointee.codec_id
+            var old = formatContext
+            MediaInput.close(&old)
+            formatContext = fmt
+            stream = st
+            streamIndex = index
+            timeBase = st.pointee.time_base
+            for i in 0..<Int(fmt.pointee.nb_streams) where i != Int(index) { fmt.pointee.streams[i]!.pointee.discard = AVDISCARD_ALL }
+            if sameCodec { avcodec_flush_buffers(codecContext) } else { try reopenCodec() }
+            demuxerAtEOF = false
+            decoderDrained = false
+            reconnects += 1
+            onStreamEvent?(.reconnected)
+            return true
+        }
+        return false
+    }
+
+    /// A line for the log from inside the decoder (set by the reader; nil: silent).
+    var logger: ((String) -> Void)?
 
     // MARK: - Measuring
 

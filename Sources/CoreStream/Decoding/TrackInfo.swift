@@ -28,6 +28,17 @@ public struct TrackInfo: Sendable, Equatable {
     /// Embedded cover art (ID3 APIC, FLAC PICTURE, MP4 `covr`), if any: the bytes come
     /// from ``AudioDecoder/coverArt(path:)`` on request.
     public var cover: CoverArt?
+    /// A live network stream (an http(s) URL with no length and no seeking): it plays
+    /// forward only, and position is the frames heard since it started.
+    public var isLive = false
+    /// Seeks, loops and reverse play work: false for a live stream, and for an HTTP file
+    /// whose server takes no Range requests (it plays from the start, to its end).
+    public var isSeekable = true
+    /// A network stream's station name (the ICY `icy-name` header), if it sent one.
+    public var stationName: String?
+    /// A network stream's ICY title when it was opened (`StreamTitle`); later changes
+    /// come as ``StreamEvent/title(_:)``.
+    public var streamTitle: String?
 
     public var durationSeconds: Double? {
         durationFrames.map { FrameTime.seconds($0, rate: sampleRate) }

@@ -28,6 +28,13 @@ public struct StreamError: Error, Sendable, CustomStringConvertible {
             case notRegularFile = "not_regular_file"
             case tooLarge = "too_large"
             case internalError = "internal"
+            case notSeekable = "not_seekable"
+            case httpNotFound = "http_not_found"
+            case httpForbidden = "http_forbidden"
+            case httpError = "http_error"
+            case unreachable = "unreachable"
+            case timedOut = "timed_out"
+            case streamNotAllowed = "stream_not_allowed"
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -74,6 +81,21 @@ public struct StreamError: Error, Sendable, CustomStringConvertible {
         public static let ioError = Code(.ioError)
         /// A bug or an unexpected library state.
         public static let internalError = Code(.internalError)
+        /// A live stream: it has no positions to seek to, loop or play backwards.
+        public static let notSeekable = Code(.notSeekable)
+        /// The server answered 404 (or 410).
+        public static let httpNotFound = Code(.httpNotFound)
+        /// The server answered 401 or 403.
+        public static let httpForbidden = Code(.httpForbidden)
+        /// Another HTTP failure: 400, another 4xx, a 5xx.
+        public static let httpError = Code(.httpError)
+        /// The host could not be reached (no such name, connection refused or reset).
+        public static let unreachable = Code(.unreachable)
+        /// The server did not answer within `streams.timeout`.
+        public static let timedOut = Code(.timedOut)
+        /// Streams are off (`streams.enabled`), the URL's scheme is not http or https, or
+        /// its host is not in `streams.allowed_hosts`.
+        public static let streamNotAllowed = Code(.streamNotAllowed)
 
         /// The wire name, e.g. `"file_not_found"`.
         public var name: String { value.rawValue }

@@ -33,18 +33,27 @@ final class ReaderMailbox: @unchecked Sendable {
     /// takes audio as fast as it comes (`null?pace=off`, a capture) the ring never
     /// fills, and a detach waited up to 1.2 s for a fill to end (LockOrderTests).
     let waiting = Atomic<Bool>(false)
+    /// Set with `waiting` for a command that leaves the current stream (stop, load,
+    /// seek, detach, quit): a network stream's blocked read gives way to it
+    /// (``StreamInterrupt``); a `next` or an edit lets the read finish.
+    let abandoning = Atomic<Bool>(false)
     private let wake: Int32
 
     init(wake: Int32) { self.wake = wake }
 
     func send(_ command: ReaderCommand) {
         list.withLock { $0.append(command) }
+        switch command {
+        case .load, .seek, .stop, .detach, .quit: abandoning.store(true, ordering: .relaxed)
+        case .edit, .next, .barrier: break
+        }
         waiting.store(true, ordering: .releasing)
         EventFD.signal(wake)
     }
 
     func take() -> [ReaderCommand] {
         waiting.store(false, ordering: .relaxed)
+        abandoning.store(false, ordering: .relaxed)
         return list.withLock { list in
             let taken = list
             list.removeAll()
@@ -90,7 +99,16 @@ final class ReaderLoop {
     let chunk: Int
     /// Reverse blocks: large enough that a seek's preroll (MP3: 11520 frames) is a
     /// small part of each, small enough to stay a few hundred KiB.
-    let blockFrames = 32 * 1024
+    ///
+    /// Codecs whose seek preroll is long (Opus: 400 ms, see AudioDecoder.preroll) take
+    /// blocks twice as large, so the preroll stays a small part of each: with 32 Ki the
+    /// 400 ms preroll made Opus reverse cost 2.1 × forward (1.8 × at 80 ms). The buffer
+    /// holds the larger size; a block that never grows that large leaves its pages
+    /// untouched, so it costs no memory.
+    let blockFrames = 64 * 1024
+    /// Reverse blocks for the other codecs (a seek preroll of at most 16 Ki frames:
+    /// MP3's 11,520 is the longest).
+    let shortBlockFrames = 32 * 1024
     /// Loop regions up to this long are decoded once and replayed from memory.
     let cacheFrames = 32 * 1024
 
@@ -208,6 +226,7 @@ final class ReaderLoop {
                     if !detached { flush() }
                 case .load(let handoff, let start, let direction, let generation):
                     let decoder = handoff.value
+                    adopt(decoder)
                     self.generation = generation
                     self.direction = direction
                     prepare(channels: decoder.outputFormat.channels)
@@ -231,6 +250,7 @@ final class ReaderLoop {
                     reposition(to: frame, loop: self.head?.loop)
                 case .next(let handoff, let generation):
                     next = handoff.map { ($0.value, generation) }
+                    if let n = next { adopt(n.decoder) }
                 case .edit:
                     break
                 }
@@ -249,6 +269,26 @@ final class ReaderLoop {
                 EventFD.wait(shared.readerWake, timeoutNanoseconds: looping || switching ? 50_000_000 : 1_000_000_000)
             }
         }
+    }
+
+    /// Takes a decoder handed over by the control side: a network stream's waits give
+    /// way to this reader's commands, and its news become events.
+    private func adopt(_ decoder: AudioDecoder) {
+        guard let interrupt = decoder.interrupt else { return }
+        interrupt.mailbox = mailbox
+        let path = decoder.info.path
+        decoder.onStreamEvent = { [onEvent, logger] e in
+            switch e {
+            case .reconnecting(let attempt, let cause):
+                logger.warning("stream dropped, reconnecting", metadata: ["track.path": "\(path)", "attempt": "\(attempt)", "cause": "\(cause)"])
+            case .reconnected:
+                logger.info("stream reconnected", metadata: ["track.path": "\(path)"])
+            case .title(let t):
+                logger.info("stream title", metadata: ["track.path": "\(path)", "title": "\(t ?? "")"])
+            }
+            onEvent(.stream(path: path, e))
+        }
+        decoder.logger = { [logger] m in logger.warning("\(m)", metadata: ["track.path": "\(path)"]) }
     }
 
     /// Plays from `frame` (a new track or a seek): decodes the first step, and only
@@ -420,7 +460,8 @@ final class ReaderLoop {
         let sourceRate = decoder.info.sampleRate, deviceRate = decoder.outputFormat.sampleRate
         // Step sizes are in source frames; keep their output inside `pending`.
         let fit = Int(FrameTime.rescaleFloor(Int64(blockFrames), Int64(sourceRate), Int64(deviceRate))) - 64
-        let wanted = head.direction == .reverse && !firstStep ? blockFrames : chunk
+        let reverseBlock = decoder.seekPrerollFrames > 16_384 ? blockFrames : shortBlockFrames
+        let wanted = head.direction == .reverse && !firstStep ? reverseBlock : chunk
         guard let step = head.next(maxFrames: max(1, min(wanted, fit))) else { return false }
         self.head = head
         firstStep = false

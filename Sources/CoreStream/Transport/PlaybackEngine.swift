@@ -71,6 +71,8 @@ public final class PlaybackEngine: @unchecked Sendable {
         case gaplessTransition(from: String, to: TrackInfo)
         /// An output was enabled or disabled, or a feed's reader came or went.
         case outputChanged(name: String)
+        /// News from the network stream playing (`path`): a title, a drop, a reconnect.
+        case stream(path: String, StreamEvent)
     }
 
     /// One output as `outputs` lists it: the local one first, then the feeds.
@@ -227,8 +229,21 @@ public final class PlaybackEngine: @unchecked Sendable {
         try play(decoder, from: start, paused: paused)
     }
 
+    /// Plays a decoder opened elsewhere (a network stream is opened off the control
+    /// thread: its connect may take up to its timeout). A live stream plays forward:
+    /// the direction turns forward with it.
+    public func play(decoder: AudioDecoder, from start: Int64? = nil, paused: Bool = false) throws(StreamError) {
+        try play(decoder, from: start, paused: paused)
+    }
+
     private func play(_ decoder: AudioDecoder, from requested: Int64?, paused: Bool) throws(StreamError) {
         let path = decoder.info.path
+        if !decoder.info.isSeekable {
+            if let start = requested, start != 0 {
+                throw StreamError(.notSeekable, "\(path): \(decoder.info.isLive ? "a live stream plays from where it is joined" : "the server takes no Range requests: it plays from the start")")
+            }
+            control.withLock { $0.direction = .forward }
+        }
         if let start = requested, let d = decoder.info.durationFrames, !decoder.info.durationIsEstimate, start > d || start < 0 {
             throw StreamError(.invalidArgument, "\(path): start position \(start) is outside 0…\(d)")
         }
@@ -339,6 +354,9 @@ public final class PlaybackEngine: @unchecked Sendable {
             guard let track = c.track, c.transport.state != .stopped else {
                 throw StreamError(.invalidArgument, "nothing is playing to seek in")
             }
+            guard track.isSeekable else {
+                throw StreamError(.notSeekable, "\(track.path): \(track.isLive ? "a live stream" : "a stream whose server takes no Range requests") cannot seek")
+            }
             let end = track.durationFrames ?? Int64.max
             guard frame >= 0, track.durationIsEstimate || frame <= end else {
                 throw StreamError(.invalidArgument, "\(track.path): seek to frame \(frame) is outside 0…\(end)")
@@ -358,6 +376,7 @@ public final class PlaybackEngine: @unchecked Sendable {
             guard let track = c.track, c.transport.state != .stopped else {
                 throw StreamError(.invalidArgument, "nothing is playing to loop in")
             }
+            if region != nil && !track.isSeekable { throw StreamError(.notSeekable, "\(track.path): a stream that cannot seek cannot loop") }
             if let l = region {
                 guard l.start >= 0 else {
                     throw StreamError(.invalidArgument, "loop start (\(l.start)) is negative; the current region is kept")
@@ -383,6 +402,8 @@ public final class PlaybackEngine: @unchecked Sendable {
     public func setDirection(_ direction: PlayDirection) {
         control.withLock { c in
             guard c.direction != direction else { return }
+            // A live stream plays forward only (the player refuses the turn first).
+            if c.track?.isSeekable == false && c.transport.state != .stopped { return }
             c.direction = direction
             if c.track != nil && c.transport.state != .stopped { send(.edit(.direction(direction))) }
         }

@@ -63,11 +63,19 @@ public enum PlayerEvent: Sendable {
     case updateStarted(job: Int)
     case updateRunning(job: Int, scanned: Int, rate: Double)
     case updateFinished(MusicLibrary.ScanReport, songs: Int)
+    /// A stream is being connected to (status `buffering`).
+    case buffering(url: String)
+    /// The playing stream's ICY title changed.
+    case streamTitle(path: String, title: String?)
+    /// The playing stream dropped; reconnect `attempt` comes after its backoff.
+    case streamReconnecting(path: String, attempt: Int, cause: String)
+    case streamReconnected(path: String)
 
     /// What the event means for MPD's idle subsystems.
     public var changes: Changes {
         switch self {
         case .track, .trackEnd, .state, .seeked, .loop, .direction, .outputLost, .outputRestored: return .player
+        case .buffering, .streamTitle, .streamReconnecting, .streamReconnected: return .player
         case .error: return .player
         case .volume: return .mixer
         case .queue(_, _, let edited): return edited ? .queue : .player

@@ -9,7 +9,8 @@ import Glibc
 extension Player {
     /// The roots rule as it stands now, as a value for work off the control thread.
     var admission: SourceAdmission {
-        SourceAdmission(roots: library?.roots, allowOutsideRoots: config.allowOutsideRoots)
+        SourceAdmission(roots: library?.roots, allowOutsideRoots: config.allowOutsideRoots,
+                        streams: config.streamsEnabled, streamHosts: config.streamHosts)
     }
 
     /// The path to play or queue, resolved; refused when outside the roots
@@ -59,6 +60,9 @@ struct SourceAdmission: Sendable {
     /// The library's roots, resolved; nil: no library, and every path is taken as given.
     var roots: [String]?
     var allowOutsideRoots: Bool
+    /// `streams.enabled` and `streams.allowed_hosts`.
+    var streams = true
+    var streamHosts: [String] = []
 
     /// The path to play or queue, resolved; refused when outside the roots.
     ///
@@ -68,6 +72,7 @@ struct SourceAdmission: Sendable {
     func admit(_ path: String) throws -> String {
         guard !path.utf8.contains(0) else { throw PlayerError(.badRequest, "a path cannot contain a NUL byte") }
         guard path.utf8.count <= 4096 else { throw PlayerError(.badRequest, "path longer than 4096 bytes") }
+        if NetworkInput.hasScheme(path) { return try admitStream(path) }
         guard let roots else { return path }
         if let real = MusicLibrary.resolveInside(path, roots: roots) { return real }
         if allowOutsideRoots { return path }
@@ -80,10 +85,26 @@ struct SourceAdmission: Sendable {
                           "\(path) is outside the music roots (\(roots.joined(separator: ", "))); set library.allow_outside_roots to allow it")
     }
 
+    /// A URL: an http(s) one when streams are on and its host is allowed. Any other
+    /// scheme (`file:`, `ftp:`, …) is refused, never taken for a path.
+    func admitStream(_ url: String) throws -> String {
+        guard NetworkInput.isStreamURL(url) else {
+            throw PlayerError(.stream(.streamNotAllowed), "\(url): only http:// and https:// streams are played")
+        }
+        guard streams else { throw PlayerError(.stream(.streamNotAllowed), "\(url): streams are off (streams.enabled = false)") }
+        guard let host = NetworkInput.host(url), !url.contains(where: { $0.isWhitespace || $0.asciiValue.map { $0 < 0x20 } == true }) else {
+            throw PlayerError(.badRequest, "\(url): not a URL playd can open")
+        }
+        if !streamHosts.isEmpty && !streamHosts.contains(where: { $0 == host || ($0.hasPrefix(".") && host.hasSuffix($0)) }) {
+            throw PlayerError(.stream(.streamNotAllowed), "\(url): the host \(host) is not in streams.allowed_hosts")
+        }
+        return url
+    }
+
     /// `admit` for a list from a folder walk or a playlist: entries outside the roots
     /// (a symlink out, a playlist line pointing elsewhere) are left out and counted.
     func admitAll(_ paths: [String]) -> (kept: [String], refused: Int) {
-        guard roots != nil else { return (paths, 0) }
+        guard roots != nil || paths.contains(where: NetworkInput.hasScheme) else { return (paths, 0) }
         var kept: [String] = []
         for p in paths { if let a = try? admit(p) { kept.append(a) } }
         return (kept, paths.count - kept.count)

@@ -56,7 +56,11 @@ extension Player {
             try applyLevel(level)
         case .loop(let region): try setLoop(region)
         case .direction(let d):
-            let before = engine.status().direction
+            let s = engine.status()
+            if d == .reverse, s.track?.isSeekable == false, s.state != .stopped {
+                throw PlayerError(.stream(.notSeekable), "\(s.track!.path): a stream that cannot seek plays forward only")
+            }
+            let before = s.direction
             engine.setDirection(d)
             saveState()
             if before != d { emit(.direction(d)) }
@@ -99,7 +103,9 @@ extension Player {
         case .pause: engine.pause()
         case .resume: engine.resume()
         case .toggle: engine.toggle()
-        case .stop: engine.stop()
+        case .stop:
+            cancelStreamOpening()
+            engine.stop()
         }
         outputRecoveryTransport(t)
         saveState()
@@ -108,11 +114,16 @@ extension Player {
     private func playFile(_ given: String, at: Int64?, atSeconds: Double?) throws -> String {
         guard !given.isEmpty else { throw PlayerError(.badRequest, "the path is empty") }
         let path = try admit(given)
-        if let s = atSeconds {
+        if NetworkInput.isStreamURL(path) {
+            openStream(path, entry: nil, at: at, atSeconds: atSeconds)
+        } else if let s = atSeconds {
+            cancelStreamOpening()
             try engine.play(path: path, fromSeconds: s)
         } else if let f = at {
+            cancelStreamOpening()
             try engine.play(path: path, from: f)
         } else {
+            cancelStreamOpening()
             try engine.play(path: path)
         }
         // A file played by path is outside the queue.

@@ -88,7 +88,8 @@ extension Player {
     /// What one `add` may bring in: the room left in the queue, the playlist limits.
     func sourceLimits() -> QueueSources.Limits {
         QueueSources.Limits(maxEntries: max(0, config.maxQueueLength - queue.count),
-                            playlistBytes: config.maxPlaylistBytes, playlistEntries: config.maxPlaylistEntries)
+                            playlistBytes: config.maxPlaylistBytes, playlistEntries: config.maxPlaylistEntries,
+                            stream: streamOptions(StreamCancel()))
     }
 
     /// Refuses an addition of `n` entries past `limits.max_queue_length`.
@@ -135,6 +136,7 @@ extension Player {
     /// Plays the entry at `index`; entries that cannot be played are reported in a
     /// `skipped` event and the ones after them tried, once round the queue at most.
     func playEntry(_ index: Int) throws {
+        cancelStreamOpening()
         var candidate: Int? = index
         var tries = 0
         // Moving to another entry is not an edit, unless consume took the last one out.
@@ -146,6 +148,11 @@ extension Player {
             guard let now = queue.advance(to: i) else { break }
             pendingNext = nil
             let path = queue.entries[now].path
+            if NetworkInput.isStreamURL(path) {
+                // Opened off this thread; a failure goes on from there (streamOpened).
+                openStream(path, entry: id)
+                return
+            }
             do {
                 try engine.play(path: path)
                 reportedSkips.removeAll()
@@ -163,12 +170,22 @@ extension Player {
     /// Queues the entry that follows the current one in the engine, for a gapless
     /// change (or, when its format needs the device reopened, for playing at the end).
     func queueNextInEngine() {
-        guard let current = queue.current, engine.status().state != .stopped else { return }
+        let status = engine.status()
+        guard let current = queue.current, status.state != .stopped else { return }
+        // A live stream does not end on its own (only when it cannot be reconnected):
+        // what follows plays then, from trackEnded.
+        if status.track?.isLive == true { pendingNext = nil; return }
         var candidate = queue.successor()
         var tries = 0
         while let i = candidate, tries < queue.count {
             tries += 1
             let e = queue.entries[i]
+            if NetworkInput.isStreamURL(e.path) {
+                // A stream is opened when its turn comes, off the control thread.
+                try? engine.setNext(path: nil)
+                pendingNext = (e.id, false)
+                return
+            }
             do {
                 let gapless = try engine.setNext(path: e.path)
                 pendingNext = (e.id, gapless)
@@ -240,7 +257,7 @@ extension Player {
         if want != pendingNext?.id { queueNextInEngine() }
     }
 
-    private func reportSkipped(id: Int, path: String, _ error: Error) {
+    func reportSkipped(id: Int, path: String, _ error: Error) {
         // Refused by setNext and then again by play: one report (see reportedSkips).
         guard reportedSkips.insert(id).inserted else { return }
         let e = error as? StreamError

@@ -81,6 +81,20 @@ public final class Player: @unchecked Sendable {
     /// in: the sessions resumed in that turn take them (``flush()`` drops them, so a
     /// session that hung up meanwhile leaves nothing behind). Control thread.
     var collectedSources: [[String]: Result<QueueSources.Collected, any Error>] = [:]
+    /// Network stream opens (connect and probe), off the control thread.
+    let opener = SerialWorker(name: "playd-open")
+    /// The stream being opened now, if any (Player+Stream.swift). Control thread.
+    var streamOpening: StreamOpening?
+    var openSerial = 0
+    /// Queue entries in a row whose stream could not be opened (stops a queue of dead
+    /// URLs going round for ever). Control thread.
+    var streamFailures = 0
+    /// The playing stream's ICY title, and the reconnect attempt while it is dropped.
+    /// Control thread.
+    public internal(set) var streamTitle: String?
+    public internal(set) var streamReconnecting: Int?
+    /// The URL being opened (status: `buffering`), if any.
+    public var openingStream: String? { streamOpening?.url }
     /// Resumes the sessions parked on ``PlayerError/Code/workPending`` (the server's
     /// `resumeParked`). Set by the daemon. Control thread.
     public var resumeParked: () -> Void = {}
@@ -207,7 +221,11 @@ public final class Player: @unchecked Sendable {
     /// An engine event, on the control thread.
     func engineEvent(_ e: PlaybackEngine.Event) {
         switch e {
-        case .trackStarted(let t): emit(.track(t))
+        case .trackStarted(let t):
+            streamTitle = t.streamTitle
+            streamReconnecting = nil
+            emit(.track(t))
+        case .stream(let path, let e): streamEvent(path: path, e)
         case .trackEnded(let p):
             emit(.trackEnd(path: p))
             queueTrackEnded(p)
@@ -271,6 +289,8 @@ public final class Player: @unchecked Sendable {
     /// Title, artist and duration of a queued file, probed once and cached.
     public func probeSummary(_ path: String) -> (title: String?, artist: String?, duration: Double?) {
         if let s = probeCache[path] { return s }
+        // A URL is not opened to list it (network I/O has no place on this thread).
+        if NetworkInput.hasScheme(path) { return (nil, nil, nil) }
         let p = AudioDecoder.probe(path: path)
         let s = (title: p?.tags["title"], artist: p?.tags["artist"], duration: p?.durationSeconds)
         probeCache[path] = s

@@ -22,6 +22,8 @@ enum QueueSources {
         var playlistBytes = 4 << 20
         /// Entries of one playlist file.
         var playlistEntries = 10_000
+        /// How a playlist on a web server is fetched (`streams.timeout`).
+        var stream = StreamOptions()
     }
 
     /// What one `add` brings in: the files, and how many entries were left out for
@@ -51,13 +53,21 @@ enum QueueSources {
     /// folder this would stat). One absolute file is a few system calls, done on the
     /// control thread at once.
     static func fansOut(_ sources: [String]) -> Bool {
-        guard sources.count == 1, let p = sources.first, p.hasPrefix("/") else { return true }
+        guard sources.count == 1, let p = sources.first else { return true }
+        if NetworkInput.isStreamURL(p) { return isPlaylist(p) }
+        guard p.hasPrefix("/") else { return true }
         if ["m3u", "m3u8", "pls"].contains(fileExtension(p)) { return true }
         var st = stat()
         return PathBytes.stat(p, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
     }
 
     static func expand(_ path: String, limits: Limits = Limits()) throws(Error) -> [String] {
+        // A stream URL is an entry as it is (opened when it plays, off the control
+        // thread), unless it names a playlist: a radio's .pls/.m3u link is fetched.
+        if NetworkInput.isStreamURL(path) {
+            guard isPlaylist(path) else { return [path] }
+            return try remotePlaylist(path, limits)
+        }
         var st = stat()
         guard PathBytes.stat(path, &st) == 0 else {
             // LocalFile gives the answer outside the roots the same way for files that
@@ -95,6 +105,56 @@ enum QueueSources {
 
     private static func tooMany(_ path: String, _ n: Int) -> Error {
         StreamError(.tooLarge, "\(path): more than \(n) entries (the room left in the queue, limits.max_queue_length); nothing was added")
+    }
+
+    /// Whether `path` (a file or a URL, its query left aside) names an M3U/M3U8/PLS.
+    static func isPlaylist(_ path: String) -> Bool {
+        let bare = NetworkInput.isStreamURL(path) ? String(path.prefix { $0 != "?" && $0 != "#" }) : path
+        return ["m3u", "m3u8", "pls"].contains(fileExtension(bare))
+    }
+
+    /// A playlist on a web server (a radio's link): fetched within `streams.timeout` and
+    /// `limits.max_playlist_size`, and only its http(s) entries kept, relative ones
+    /// against the playlist's URL: a playlist from the network never names a local file.
+    /// An HLS playlist (`#EXT-X-` lines) is refused: its entries are segments.
+    private static func remotePlaylist(_ url: String, _ limits: Limits) throws(Error) -> [String] {
+        let bytes = try NetworkInput.fetch(url, limit: limits.playlistBytes, options: limits.stream)
+        let text = PathBytes.text(bytes[...])
+        if text.contains("#EXT-X-") {
+            throw StreamError(.unsupportedFormat, "\(url): an HLS playlist, which playd does not play")
+        }
+        let pls = fileExtension(String(url.prefix { $0 != "?" && $0 != "#" })) == "pls"
+        let dir = String(url[..<(url.lastIndex(of: "/") ?? url.endIndex)])
+        let origin: String = {
+            guard let r = url.firstRange(of: "://"), let slash = url[r.upperBound...].firstIndex(of: "/") else { return url }
+            return String(url[..<slash])
+        }()
+        var out: [String] = []
+        for raw in text.split(whereSeparator: { $0 == "\n" || $0 == "\r" }) {
+            var line = trim(raw, " \t\u{FEFF}")
+            if pls {
+                guard line.lowercased().hasPrefix("file"), let eq = line.firstIndex(of: "=") else { continue }
+                line = trim(line[line.index(after: eq)...], " \t")
+            } else if line.hasPrefix("#") {
+                continue
+            }
+            guard !line.isEmpty, !line.contains("\0") else { continue }
+            let entry: String
+            if NetworkInput.isStreamURL(line) { entry = line }
+            else if NetworkInput.hasScheme(line) { continue }  // file:, ftp:, …: never from the network
+            else if line.hasPrefix("/") { entry = origin + line }
+            else { entry = dir + "/" + line }
+            out.append(entry)
+            guard out.count <= limits.playlistEntries else {
+                throw StreamError(.tooLarge, "\(url): more than \(limits.playlistEntries) entries (limits.max_playlist_entries); nothing was added")
+            }
+        }
+        guard !out.isEmpty else { throw StreamError(.notAudio, "\(url): a playlist with no http(s) entries") }
+        return out
+    }
+
+    private static func trim(_ s: Substring, _ set: String) -> String {
+        String(s.drop { set.contains($0) }.reversed().drop { set.contains($0) }.reversed())
     }
 
     private static func fileExtension(_ path: String) -> String {
@@ -159,8 +219,9 @@ enum QueueSources {
             if text.hasPrefix("\u{FEFF}") { text.removeFirst() }
             while let last = text.last, last.isNewline || last == " " { text.removeLast() }
             guard !text.isEmpty, let e = entry(text), !e.isEmpty else { continue }
-            if e.hasPrefix("file://") { out.append(String(e.dropFirst(7))) } else if e.contains("://") {
-                continue  // streams are not supported
+            if e.hasPrefix("file://") { out.append(String(e.dropFirst(7))) } else if NetworkInput.hasScheme(e) {
+                // A URL (a radio's stream): kept, and admitted or refused with the rest.
+                out.append(e)
             } else {
                 out.append(e.hasPrefix("/") ? e : base + "/" + e)
             }

@@ -178,9 +178,10 @@ enum JSONCommands {
     }
 
     static func play(_ c: Context) throws -> [(String, JSON)] {
-        if let p = c["path"] {
-            guard let given = p.stringValue, !given.isEmpty else { throw PlayerError(.badRequest, "\"path\" must be a non-empty string") }
-            guard given.utf8.count <= 4096 else { throw PlayerError(.badRequest, "\"path\" longer than 4096 bytes") }
+        // `url` is `path` by another name: an http(s) URL is a stream either way.
+        if let key = c["path"] != nil ? "path" : c["url"] != nil ? "url" : nil, let p = c[key] {
+            guard let given = p.stringValue, !given.isEmpty else { throw PlayerError(.badRequest, "\"\(key)\" must be a non-empty string") }
+            guard given.utf8.count <= 4096 else { throw PlayerError(.badRequest, "\"\(key)\" longer than 4096 bytes") }
             var frames: Int64?, seconds: Double?
             if let at = c["at"] {
                 let t = try timeArgument(at, field: "at")
@@ -191,7 +192,10 @@ enum JSONCommands {
                 }
             }
             let out = try c.player.perform(.playFile(path: given, at: frames, atSeconds: seconds))
-            return [("file", .string(out.file ?? given))]
+            var reply: [(String, JSON)] = [("file", .string(out.file ?? given))]
+            // A stream is connected to after this reply: `buffering`, then `track` or `error`.
+            if c.player.openingStream != nil { reply.append(("state", .string("buffering"))) }
+            return reply
         }
         if c["index"] != nil || c["entry"] != nil {
             if let v = c["entry"] {
@@ -255,10 +259,10 @@ enum JSONCommands {
         if let list = c["paths"]?.arrayValue {
             paths = list.compactMap(\.stringValue)
             guard paths.count == list.count else { throw PlayerError(.badRequest, "\"paths\" must be strings") }
-        } else if let p = c["path"]?.stringValue {
+        } else if let p = c["path"]?.stringValue ?? c["url"]?.stringValue {
             paths = [p]
         }
-        guard !paths.isEmpty else { throw PlayerError(.badRequest, "\(place == .end ? "add" : "insert") needs \"path\" or \"paths\"") }
+        guard !paths.isEmpty else { throw PlayerError(.badRequest, "\(place == .end ? "add" : "insert") needs \"path\", \"url\" or \"paths\"") }
         let out = try c.player.perform(.add(sources: paths, place: place))
         var reply: [(String, JSON)] = [("added", .array(out.added.map { JSON.int(Int64($0)) })), ("length", .int(c.player.queue.count))]
         if out.outsideRoots > 0 { reply.append(("outside_library", .int(out.outsideRoots))) }

@@ -36,6 +36,15 @@ enum JSONEncoding {
         case .updateRunning(let job, let scanned, let rate):
             return ev("update", [("state", .string("running")), ("job", .int(job)), ("scanned", .int(scanned)),
                                  ("rate", .number((rate * 10).rounded() / 10))])
+        case .buffering(let url): return ev("buffering", [("file", .string(url))])
+        case .streamTitle(let path, let title):
+            let parts = title.map(NetworkInput.splitTitle)
+            return ev("metadata", [("file", .string(path)), ("stream_title", title.map(JSON.string) ?? .null),
+                                   ("title", parts.map { JSON.string($0.title) } ?? .null),
+                                   ("artist", parts?.artist.map(JSON.string) ?? .null)])
+        case .streamReconnecting(let path, let attempt, let cause):
+            return ev("reconnecting", [("file", .string(path)), ("attempt", .int(Int64(attempt))), ("cause", .string(cause))])
+        case .streamReconnected(let path): return ev("reconnected", [("file", .string(path))])
         case .updateFinished(let r, let songs):
             return ev("update", [("state", .string("finished")), ("job", .int(r.job)),
                                  ("scanned", .int(r.scanned)), ("added", .int(r.added)), ("updated", .int(r.updated)),
@@ -122,17 +131,34 @@ enum JSONEncoding {
     /// `status`.
     static func status(_ player: Player, _ server: ServerCounters) -> [(String, JSON)] {
         let s = player.playerStatus()
-        var m: [(String, JSON)] = [("state", .string(s.state.rawValue))]
+        let opening = player.openingStream
+        var m: [(String, JSON)] = [("state", .string(opening != nil ? "buffering" : s.state.rawValue))]
         // Stopped, by `stop` or at the end of the last track alike, names no file (the
         // engine keeps an ended track to restart it; MPD's status drops it too).
-        if let t = s.track, s.state != .stopped {
+        if let url = opening {
+            m += [("file", .string(url)), ("position", .number(0)), ("duration", .null), ("position_frames", .int(0)),
+                  ("duration_frames", .null), ("loop", .null),
+                  ("stream", .obj(("live", .null), ("station", .null), ("stream_title", .null), ("reconnecting", .null)))]
+        } else if let t = s.track, s.state != .stopped {
             m += [("file", .string(t.path)),
                   ("position", .number(s.positionSeconds)),
                   ("duration", t.durationSeconds.map(JSON.number) ?? .null),
                   ("position_frames", .int(s.positionFrames)),
                   ("duration_frames", t.durationFrames.map(JSON.int) ?? .null),
                   ("duration_is_estimate", .bool(t.durationIsEstimate))]
-            m += metadata(t).filter { $0.0 != "duration" }
+            var meta = metadata(t).filter { $0.0 != "duration" }
+            if NetworkInput.isStreamURL(t.path) {
+                // A radio's ICY title, split where it reads "Artist - Title".
+                if let parts = player.streamTitleParts {
+                    meta = meta.filter { $0.0 != "title" && $0.0 != "artist" }
+                    meta.insert(("title", .string(parts.title)), at: 0)
+                    if let a = parts.artist { meta.insert(("artist", .string(a)), at: 1) }
+                }
+                meta.append(("stream", .obj(("live", .bool(t.isLive)), ("station", t.stationName.map(JSON.string) ?? .null),
+                                            ("stream_title", player.streamTitle.map(JSON.string) ?? .null),
+                                            ("reconnecting", player.streamReconnecting.map { JSON.int(Int64($0)) } ?? .null))))
+            }
+            m += meta
             m.append(("loop", loop(player.loopView(s))))
         } else {
             m += [("file", .null), ("position", .number(0)), ("duration", .null), ("position_frames", .int(0)),

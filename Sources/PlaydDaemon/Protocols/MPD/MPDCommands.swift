@@ -192,7 +192,8 @@ enum MPDCommands {
         case .badRequest, .invalidArgument: return Failure(.arg, e.message)
         default:
             switch e.code.stream {
-            case .fileNotFound?: return Failure(.noExist, e.message)
+            case .fileNotFound?, .httpNotFound?: return Failure(.noExist, e.message)
+            case .streamNotAllowed?: return Failure(.permission, e.message)
             case .invalidArgument?: return Failure(.arg, e.message)
             default: return Failure(.system, e.message)
             }
@@ -285,6 +286,8 @@ enum MPDCommands {
     static func path(_ p: Player, _ uri: String) -> String {
         if uri.hasPrefix("/") { return uri }
         if uri.hasPrefix("file://") { return String(uri.dropFirst(7)) }
+        // Any other URL (a radio, Home Assistant's TTS) is a URL, not a file under the root.
+        if NetworkInput.hasScheme(uri) { return uri }
         return (root(p) ?? "") + "/" + uri
     }
 

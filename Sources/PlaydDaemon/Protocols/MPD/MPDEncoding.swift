@@ -14,7 +14,8 @@ extension MPDCommands {
             "repeat: \(queue.repeats ? 1 : 0)", "random: \(queue.shuffle ? 1 : 0)",
             "single: \(queue.single == .oneshot ? "oneshot" : queue.single == .on ? "1" : "0")", "consume: \(queue.consume ? 1 : 0)",
             "partition: default", "playlist: \(p.playlistVersion)", "playlistlength: \(queue.count)", "mixrampdb: 0",
-            "state: \(s.state == .playing ? "play" : s.state == .paused ? "pause" : "stop")",
+            // A stream being connected to plays, as in MPD (its `play` is answered at once).
+            "state: \(s.state == .playing || p.openingStream != nil ? "play" : s.state == .paused ? "pause" : "stop")",
         ]
         if let i = queue.current {
             lines += ["song: \(i)", "songid: \(queue.entries[i].id)"]
@@ -24,10 +25,11 @@ extension MPDCommands {
         }
         if let t = s.track, s.state != .stopped {
             let elapsed = s.positionSeconds
-            let duration = t.durationSeconds ?? 0
-            lines += ["time: \(Int(elapsed.rounded())):\(Int(duration.rounded()))",
-                      "elapsed: \(decimals(elapsed))", "duration: \(decimals(duration))",
-                      "bitrate: \((t.bitRate ?? 0) / 1000)"]
+            let duration = t.isLive ? 0 : t.durationSeconds ?? 0
+            lines += ["time: \(Int(elapsed.rounded())):\(Int(duration.rounded()))", "elapsed: \(decimals(elapsed))"]
+            // A live stream has no duration line (as MPD).
+            if !t.isLive { lines.append("duration: \(decimals(duration))") }
+            lines.append("bitrate: \((t.bitRate ?? 0) / 1000)")
             if let o = s.output {
                 let bits = o.sampleFormat == .float32 ? "f" : o.sampleFormat == .int32 ? "32" : "16"
                 lines.append("audio: \(o.pcm.sampleRate):\(bits):\(o.pcm.channels)")
@@ -44,7 +46,12 @@ extension MPDCommands {
         guard let file = index.map({ queue.entries[$0].path }) ?? path else { return [] }
         var lines = ["file: \(uri(p, file))"]
         let playing = p.engine.status().track
-        if let t = playing, t.path == file {
+        if let t = playing, t.path == file, NetworkInput.isStreamURL(file) {
+            // A radio, as MPD shows one: the ICY title whole as Title, the station as Name.
+            if let title = p.streamTitle ?? t.title { lines.append("Title: \(title)") }
+            if let name = t.stationName ?? t.tags["name"] { lines.append("Name: \(name)") }
+            if let d = t.durationSeconds, !t.isLive { lines += ["Time: \(Int(d.rounded()))", "duration: \(decimals(d))"] }
+        } else if let t = playing, t.path == file {
             for (key, value) in [("Title", t.title), ("Artist", t.artist), ("Album", t.album), ("AlbumArtist", t.albumArtist),
                                  ("Track", t.trackNumber.map(String.init)), ("Disc", t.discNumber.map(String.init)),
                                  ("Date", t.date), ("Genre", t.genre)] {

@@ -1,0 +1,243 @@
+import CFFmpeg
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What a playing network stream reports, on the reader thread.
+public enum StreamEvent: Sendable, Equatable {
+    /// The ICY `StreamTitle` changed (nil: cleared).
+    case title(String?)
+    /// The connection dropped (`cause`); attempt `attempt` of the configured number
+    /// starts after its backoff.
+    case reconnecting(attempt: Int, cause: String)
+    /// Connected again; the stream goes on.
+    case reconnected
+}
+
+/// What a network stream may do and how long it may take. Set from the daemon's
+/// `[streams]` config; the defaults are the config's.
+public struct StreamOptions: Sendable {
+    /// How long a connect, or a read with nothing arriving, may take before the stream
+    /// fails (`timed_out`) or, when it was playing, reconnects.
+    public var timeoutSeconds = 10.0
+    /// Reconnect attempts after a playing stream drops, with backoff 1, 2, 4, 8 s and
+    /// then every 8 s; after them the stream ends (the queue moves on).
+    public var reconnectAttempts = 5
+    /// Bytes FFmpeg may read while it probes what the stream holds.
+    public var probeBytes = 128 * 1024
+    /// Cancels an open or a read in progress from another thread (a newer request).
+    public var cancel: StreamCancel?
+    public init() {}
+}
+
+/// A flag another thread sets to make a stream's blocked calls give up. Thread: any.
+public final class StreamCancel: Sendable {
+    private let flag = Atomic<Bool>(false)
+    public init() {}
+    public func cancel() { flag.store(true, ordering: .relaxed) }
+    public var isCancelled: Bool { flag.load(ordering: .relaxed) }
+}
+
+/// Lets a blocked connect, read or backoff wait give way: FFmpeg calls
+/// ``NetworkInput/interruptCallback`` from inside its network calls on the thread doing
+/// them. Thread: `abort` any; `mailbox` set on the reader thread before its reads (the
+/// engine's command queue hands the decoder over), read there only.
+final class StreamInterrupt: @unchecked Sendable {
+    // @unchecked Sendable: `abort` is atomic; `mailbox` and `deadline` belong to the
+    // thread that uses the decoder (the opener, then the reader after a handoff).
+    let abort = Atomic<Bool>(false)
+    /// The opener's cancel flag, if it gave one.
+    let cancel: StreamCancel?
+    init(cancel: StreamCancel?) { self.cancel = cancel }
+    /// The reader's commands: one waiting (stop, play, seek, quit) breaks off a wait.
+    var mailbox: ReaderMailbox?
+    /// Monotonic nanoseconds after which a blocked call gives up (0: none).
+    var deadline: UInt64 = 0
+
+    var shouldAbort: Bool {
+        if abort.load(ordering: .relaxed) || cancel?.isCancelled == true { return true }
+        if let m = mailbox, m.abandoning.load(ordering: .relaxed) { return true }
+        return deadline != 0 && monotonicNanoseconds() > deadline
+    }
+}
+
+/// Opening network streams for FFmpeg. Only `http` and `https` URLs are streams; the
+/// protocols FFmpeg may use for them, and for anything a demuxer opens by itself (an
+/// HLS playlist's segments), are http, https, tcp and tls: never `file:`, `concat:`,
+/// `subfile:` or the like, so a server cannot make playd read local files.
+///
+/// Thread: any. Real-time safe: no (network I/O).
+public enum NetworkInput {
+    static let protocols = "http,https,tcp,tls"
+
+    /// Whether `path` is a URL playd plays as a stream (http or https, any case).
+    public static func isStreamURL(_ path: String) -> Bool {
+        let lower = path.prefix(8).lowercased()
+        return lower.hasPrefix("http://") || lower.hasPrefix("https://")
+    }
+
+    /// Whether `path` names a URL of any scheme (`x:` … `//`), which is not a stream
+    /// unless ``isStreamURL(_:)``: `file://…`, `ftp://…` are refused rather than taken
+    /// for a relative path.
+    public static func hasScheme(_ path: String) -> Bool {
+        guard let colon = path.firstIndex(of: ":"), colon != path.startIndex else { return false }
+        let scheme = path[..<colon]
+        return scheme.allSatisfy { $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." }
+            && scheme.first!.isLetter && path[colon...].hasPrefix("://")
+    }
+
+    /// The host of an http(s) URL, lowercased, without port or user info.
+    public static func host(_ url: String) -> String? {
+        guard isStreamURL(url), let start = url.firstRange(of: "://")?.upperBound else { return nil }
+        var rest = url[start...]
+        if let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) { rest = rest[..<end] }
+        if let at = rest.lastIndex(of: "@") { rest = rest[rest.index(after: at)...] }
+        if rest.hasPrefix("["), let close = rest.firstIndex(of: "]") { return String(rest[rest.index(after: rest.startIndex)..<close]).lowercased() }
+        if let colon = rest.lastIndex(of: ":") { rest = rest[..<colon] }
+        return rest.isEmpty ? nil : rest.lowercased()
+    }
+
+    static let interruptCallback: @convention(c) (UnsafeMutableRawPointer?) -> Int32 = { opaque in
+        guard let opaque else { return 0 }
+        return Unmanaged<StreamInterrupt>.fromOpaque(opaque).takeUnretainedValue().shouldAbort ? 1 : 0
+    }
+
+    /// Opens `url` with the audio demuxers ``MediaInput`` allows. The caller keeps
+    /// `interrupt` alive as long as the context. Errors are typed: HTTP status, an
+    /// unreachable host, a timeout.
+    static func open(_ url: String, options: StreamOptions, interrupt: StreamInterrupt) throws(StreamError) -> UnsafeMutablePointer<AVFormatContext> {
+        _ = FFmpegCall.quietLogging
+        guard isStreamURL(url) else { throw StreamError(.streamNotAllowed, "\(url): only http and https streams are played") }
+        var dict: OpaquePointer?
+        defer { av_dict_free(&dict) }
+        let timeoutMicros = Int64(max(0.1, min(options.timeoutSeconds, 3600)) * 1_000_000)
+        av_dict_set(&dict, "icy", "1", 0)
+        av_dict_set(&dict, "rw_timeout", "\(timeoutMicros)", 0)
+        av_dict_set(&dict, "user_agent", "playd", 0)
+        av_dict_set(&dict, "reconnect", "0", 0)  // playd reconnects itself, with events
+        av_dict_set(&dict, "probesize", "\(max(4096, options.probeBytes))", 0)
+        av_dict_set(&dict, "analyzeduration", "1000000", 0)
+        interrupt.deadline = monotonicNanoseconds() + UInt64(timeoutMicros) * 1000
+        defer { interrupt.deadline = 0 }
+        let cb = AVIOInterruptCB(callback: interruptCallback, opaque: Unmanaged.passUnretained(interrupt).toOpaque())
+        var ctx: UnsafeMutablePointer<AVFormatContext>?
+        var detected: UnsafePointer<CChar>?
+        let ret = cffmpeg_open_url_input(url, MediaInput.allowList, protocols, cb, &dict, &ctx, &detected)
+        if ret == 1 {
+            throw StreamError(.unsupportedFormat, "\(url): a \(detected.map { String(cString: $0) } ?? "?") stream, which playd does not open")
+        }
+        guard ret >= 0, let fmt = ctx else { throw error(url, ret, interrupt: interrupt, call: "avformat_open_input") }
+        return fmt
+    }
+
+    /// The body of `url` (a radio's `.pls`/`.m3u` link), at most `limit` bytes (more is
+    /// `too_large`), through the same protocols as a stream and within its timeout.
+    public static func fetch(_ url: String, limit: Int, options: StreamOptions) throws(StreamError) -> [UInt8] {
+        _ = FFmpegCall.quietLogging
+        guard isStreamURL(url) else { throw StreamError(.streamNotAllowed, "\(url): only http and https URLs are fetched") }
+        let interrupt = StreamInterrupt(cancel: options.cancel)
+        let timeoutMicros = Int64(max(0.1, min(options.timeoutSeconds, 3600)) * 1_000_000)
+        interrupt.deadline = monotonicNanoseconds() + UInt64(timeoutMicros) * 1000
+        var dict: OpaquePointer?
+        defer { av_dict_free(&dict) }
+        av_dict_set(&dict, "protocol_whitelist", protocols, 0)
+        av_dict_set(&dict, "rw_timeout", "\(timeoutMicros)", 0)
+        av_dict_set(&dict, "user_agent", "playd", 0)
+        var cb = AVIOInterruptCB(callback: interruptCallback, opaque: Unmanaged.passUnretained(interrupt).toOpaque())
+        var pb: UnsafeMutablePointer<AVIOContext>?
+        let ret = withExtendedLifetime(interrupt) { avio_open2(&pb, url, AVIO_FLAG_READ, &cb, &dict) }
+        guard ret >= 0, let io = pb else { throw error(url, ret, interrupt: interrupt, call: "avio_open2") }
+        defer { withExtendedLifetime(interrupt) { _ = avio_closep(&pb) } }
+        var out: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let n = withExtendedLifetime(interrupt) { avio_read(io, &chunk, Int32(chunk.count)) }
+            if n == FFmpegCall.eof || n == 0 { break }
+            guard n > 0 else { throw error(url, n, interrupt: interrupt, call: "avio_read") }
+            out += chunk[0..<Int(n)]
+            guard out.count <= limit else {
+                throw StreamError(.tooLarge, "\(url): the playlist is larger than \(limit) bytes (limits.max_playlist_size)")
+            }
+        }
+        return out
+    }
+
+    /// A network failure as a typed error.
+    static func error(_ url: String, _ ret: Int32, interrupt: StreamInterrupt, call: String) -> StreamError {
+        let text = FFmpegCall.describe(ret)
+        switch ret {
+        case cffmpeg_averror_http_not_found():
+            return StreamError(.httpNotFound, "\(url): the server answered 404 Not Found")
+        case cffmpeg_averror_http_forbidden(), cffmpeg_averror_http_unauthorized():
+            return StreamError(.httpForbidden, "\(url): the server refused access (\(text))")
+        case cffmpeg_averror_http_bad_request(), cffmpeg_averror_http_other_4xx(), cffmpeg_averror_http_server_error():
+            return StreamError(.httpError, "\(url): the server answered with an error (\(text))")
+        case cffmpeg_averror_exit() where interrupt.cancel?.isCancelled == true || interrupt.abort.load(ordering: .relaxed):
+            return StreamError(.ioError, "\(url): cancelled")
+        case cffmpeg_averror_exit() where interrupt.mailbox?.abandoning.load(ordering: .relaxed) != true:
+            return StreamError(.timedOut, "\(url): no answer within the timeout")
+        case cffmpeg_averror_invaliddata(), cffmpeg_averror(EINVAL):
+            // What the server sent is no audio container playd opens (an HLS or DASH
+            // playlist among them: their demuxers are not allowed).
+            return StreamError(.notAudio, "\(url): not an audio stream playd opens (\(call)() failed: \(text))")
+        case cffmpeg_averror(ETIMEDOUT):
+            return StreamError(.timedOut, "\(url): no answer within the timeout (\(text))")
+        case cffmpeg_averror(ECONNREFUSED), cffmpeg_averror(EHOSTUNREACH), cffmpeg_averror(ENETUNREACH),
+             cffmpeg_averror(ECONNRESET), cffmpeg_averror(EIO):
+            return StreamError(.unreachable, "\(url): \(call)() failed: \(text)")
+        default:
+            if text.lowercased().contains("resolve") || text.lowercased().contains("name") {
+                return StreamError(.unreachable, "\(url): \(call)() failed: \(text)")
+            }
+            return StreamError(.ioError, "\(url): \(call)() failed: \(text)")
+        }
+    }
+
+    /// The ICY `StreamTitle` of the last metadata block, or nil when none came.
+    static func streamTitle(_ ctx: UnsafeMutablePointer<AVFormatContext>) -> String? {
+        guard let raw = cffmpeg_icy_option(ctx, "icy_metadata_packet") else { return nil }
+        defer { av_free(raw) }
+        return parseStreamTitle(String(cString: raw))
+    }
+
+    /// `icy-name` from the response headers (the station's name), or nil.
+    static func stationName(_ ctx: UnsafeMutablePointer<AVFormatContext>) -> String? {
+        guard let raw = cffmpeg_icy_option(ctx, "icy_metadata_headers") else { return nil }
+        defer { av_free(raw) }
+        for line in String(cString: raw).split(whereSeparator: { $0 == "\n" || $0 == "\r" }) {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            if line[..<colon].lowercased() == "icy-name" {
+                let v = line[line.index(after: colon)...].trimmingCharacters(in: " \t")
+                return v.isEmpty ? nil : String(v.prefix(512))
+            }
+        }
+        return nil
+    }
+
+    /// `StreamTitle='Artist - Title';StreamUrl='…';` → `Artist - Title`. The value ends
+    /// at the first `';` (titles may hold quotes); at most 512 characters are kept.
+    public static func parseStreamTitle(_ block: String) -> String? {
+        guard let start = block.firstRange(of: "StreamTitle='") else { return nil }
+        let rest = block[start.upperBound...]
+        let value = rest.firstRange(of: "';").map { rest[..<$0.lowerBound] } ?? rest.dropLast(rest.hasSuffix("'") ? 1 : 0)
+        let title = value.trimmingCharacters(in: " \t\0")
+        return title.isEmpty ? nil : String(title.prefix(512))
+    }
+
+    /// "Artist - Title" → (artist, title); a title without " - " is all title.
+    public static func splitTitle(_ s: String) -> (artist: String?, title: String) {
+        guard let r = s.firstRange(of: " - ") else { return (nil, s) }
+        let a = s[..<r.lowerBound].trimmingCharacters(in: " "), t = s[r.upperBound...].trimmingCharacters(in: " ")
+        return a.isEmpty || t.isEmpty ? (nil, s) : (a, t)
+    }
+}
+
+extension Substring {
+    func trimmingCharacters(in set: String) -> String {
+        var s = self[...]
+        while let f = s.first, set.contains(f) { s = s.dropFirst() }
+        while let l = s.last, set.contains(l) { s = s.dropLast() }
+        return String(s)
+    }
+}

@@ -1,0 +1,268 @@
+import Foundation
+import Testing
+import PlaydProtocol
+import CoreStreamTestSupport
+
+/// Internet radio and HTTP files through the real daemon, against Debian's icecast2
+/// (fed by the ffmpeg CLI) and `scripts/test-httpd`, all on loopback and started here:
+/// titles in JSON status, events and MPD's currentsong with an `idle player` wake-up,
+/// a drop and reconnect, Home Assistant's clear/add/play, typed failures that move the
+/// queue on, a server that never answers, and the policy (`[streams]`).
+@Suite("Streams through the daemon", .serialized)
+struct StreamTests {
+    /// A 440 Hz stereo tone (the radio's programme), made once.
+    static let tone: String = {
+        let path = NSTemporaryDirectory() + "playd-stream-tone-440.flac"
+        if !FileManager.default.fileExists(atPath: path) {
+            try! Shell.ffmpeg(["-f", "lavfi", "-i", "sine=f=440:r=44100:d=20", "-ac", "2", path])
+        }
+        return path
+    }()
+
+    /// Subscribes a connection to events.
+    static func subscribe(_ h: DaemonHarness) throws -> LineClient {
+        let c = try LineClient(path: h.socket)
+        #expect(c.request(.obj(("id", .int(1)), ("cmd", .string("subscribe"))))?["ok"] == .bool(true))
+        return c
+    }
+
+    /// Reads events until one named `name` satisfies `match` or `seconds` pass.
+    static func waitEvent(_ c: LineClient, _ name: String, seconds: Double = 20, _ match: (JSON) -> Bool = { _ in true }) -> JSON? {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            guard let line = c.readLine(timeoutMillis: 200), let e = try? JSON.parse(line) else { continue }
+            if e["event"]?.stringValue == name && match(e) { return e }
+        }
+        return nil
+    }
+
+    func mpc(_ h: DaemonHarness, _ args: String...) throws -> (Int32, String) {
+        let r = try Shell.run(["mpc", "-h", h.dir + "/mpd.sock"] + args)
+        return (r.status, String(decoding: r.stdout, as: UTF8.self) + r.stderr)
+    }
+
+    /// Zero crossings per second of the left channel over `frames` frames from `from`:
+    /// twice the frequency of a tone.
+    static func crossingsPerSecond(_ samples: [Float], from: Int, frames: Int, rate: Int) -> Double {
+        var n = 0
+        for f in (from + 1)..<(from + frames) where (samples[2 * f] >= 0) != (samples[2 * (f - 1)] >= 0) { n += 1 }
+        return Double(n) * Double(rate) / Double(frames)
+    }
+
+    /// A radio: buffering, then playing; station and title in status, split; a title
+    /// change at the server in status, in a `metadata` event, in `mpc current` and as
+    /// an `idle player` wake-up; seeking, loops and reverse refused as `not_seekable`;
+    /// and what was heard is the station's 440 Hz tone.
+    @Test func radioPlaysWithTitlesEverywhere() throws {
+        let h = try DaemonHarness()
+        let ice = try Icecast(dir: h.dir + "/ice")
+        try ice.start()
+        try ice.feed("live.mp3", input: Self.tone, name: "Test FM")
+        try ice.setTitle("live.mp3", "Daft Punk - One More Time")
+        try h.start()
+        let events = try Self.subscribe(h)
+        let r = try #require(h.request("play", ("url", .string(ice.url("live.mp3")))))
+        #expect(r["ok"] == .bool(true) && r["state"]?.stringValue == "buffering", "\(r.text)")
+        #expect(h.waitFor(seconds: 15) { h.request("status")?["state"]?.stringValue == "playing" })
+        #expect(h.waitFor(seconds: 15) { h.request("status")?["title"]?.stringValue == "One More Time" })
+        let s = try #require(h.request("status"))
+        #expect(s["file"]?.stringValue == ice.url("live.mp3") && s["artist"]?.stringValue == "Daft Punk", "\(s.text)")
+        #expect(s["stream"]?["live"] == .bool(true) && s["stream"]?["station"]?.stringValue == "Test FM", "\(s.text)")
+        #expect(s["duration"]?.isNull == true)
+
+        // mpc's default format shows "Name: Title" for a stream (MPD's Name and Title).
+        var (st, out) = try mpc(h, "current")
+        #expect(st == 0 && out == "Test FM: Daft Punk - One More Time\n", "\(out)")
+        let idle = Process()
+        idle.executableURL = URL(fileURLWithPath: "/usr/bin/mpc")
+        idle.arguments = ["-h", h.dir + "/mpd.sock", "idle", "player"]
+        let pipe = Pipe()
+        idle.standardOutput = pipe
+        try idle.run()
+        #expect(h.waitFor { h.request("status")?["clients_connected"]?.numberValue == 3 })
+        try ice.setTitle("live.mp3", "Air - La Femme d'Argent")
+        let meta = Self.waitEvent(events, "metadata") { $0["title"]?.stringValue == "La Femme d'Argent" }
+        #expect(meta?["artist"]?.stringValue == "Air" && meta?["stream_title"]?.stringValue == "Air - La Femme d'Argent",
+                "\(meta?.text ?? "no metadata event")")
+        #expect(h.waitFor { !idle.isRunning }, "mpc idle player did not wake on the title")
+        if idle.isRunning { idle.terminate() }
+        idle.waitUntilExit()
+        #expect(String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) == "player\n")
+        (st, out) = try mpc(h, "current")
+        #expect(out == "Test FM: Air - La Femme d'Argent\n", "\(out)")
+        let (pst, pout, _) = try h.playctl("status")
+        #expect(pst == 0 && pout.hasPrefix("Air — La Femme d'Argent\n[playing] ") && pout.contains(" / live\nstream: Test FM\n"), "\(pout)")
+
+        // A live stream has no positions.
+        #expect(h.request("seek", ("to", .number(5)))?["error"]?["code"]?.stringValue == "not_seekable")
+        #expect(h.request("loop", ("start", .number(1)), ("end", .number(2)))?["error"]?["code"]?.stringValue == "not_seekable")
+        #expect(h.request("direction", ("direction", .string("reverse")))?["error"]?["code"]?.stringValue == "not_seekable")
+        (st, out) = try mpc(h, "seek", "10")
+        #expect(st != 0, "\(out)")
+        #expect(h.request("status")?["state"]?.stringValue == "playing")
+
+        #expect(h.terminate().status == 0)
+        let cap = try WAVFile(path: h.capture)
+        try #require(cap.frames > 44_100 + 8820, "captured \(cap.frames) frames")
+        // The last second heard is the 440 Hz tone (MP3 at 128k keeps it).
+        let rate = Self.crossingsPerSecond(cap.samples, from: cap.frames - 44_100 - 4410, frames: 44_100, rate: 44_100)
+        #expect(abs(rate - 880) < 4, "zero crossings per second: \(rate)")
+    }
+
+    /// The server dies mid-play: `reconnecting` (status and event, with the attempt),
+    /// and once it is back, `reconnected` and playing again.
+    @Test func reconnectsWhenTheServerComesBack() throws {
+        let h = try DaemonHarness()
+        let ice = try Icecast(dir: h.dir + "/ice")
+        try ice.start()
+        try ice.feed("live.mp3", input: Self.tone)
+        try h.start()
+        let events = try Self.subscribe(h)
+        let (st, out, err) = try h.playctl("play", ice.url("live.mp3"))
+        #expect(st == 0, "\(out) \(err)")
+        #expect(h.waitFor(seconds: 15) { h.request("status")?["state"]?.stringValue == "playing" })
+        ice.stop()
+        let dropped = Self.waitEvent(events, "reconnecting", seconds: 30)
+        #expect(dropped?["attempt"]?.numberValue == 1, "\(dropped?.text ?? "no reconnecting event")")
+        #expect(h.request("status")?["stream"]?["reconnecting"]?.numberValue ?? 0 >= 1)
+        try ice.start()
+        try ice.feed("live.mp3", input: Self.tone)
+        #expect(Self.waitEvent(events, "reconnected", seconds: 30) != nil, "no reconnected event")
+        let s = try #require(h.request("status"), "\(h.log)")
+        #expect(s["state"]?.stringValue == "playing" && s["stream"]?["reconnecting"]?.isNull == true, "\(s.text)")
+        #expect(h.terminate().status == 0)
+    }
+
+    /// Home Assistant's media player: python-mpd2 `clear`, `add URL`, `play` with an
+    /// MP3 on a web server; it plays to its end, exactly as the CLI decodes the file.
+    @Test func homeAssistantPlaysAnMP3FromAWebServer() throws {
+        let python = try MPDClientTests.pythonWithMPD2()
+        let h = try DaemonHarness()
+        let served = h.dir + "/www"
+        try FileManager.default.createDirectory(atPath: served, withIntermediateDirectories: true)
+        let fixture = Fixtures.named("mp3cbr-44100-2.mp3")
+        try FileManager.default.copyItem(atPath: fixture.path, toPath: served + "/tts.mp3")
+        let web = try TestHTTPServer.start(serving: served)
+        try h.start()
+        let url = "http://127.0.0.1:\(web.port)/tts.mp3"
+        let script = """
+        import sys
+        from mpd import MPDClient
+        c = MPDClient(); c.timeout = 10; c.connect(sys.argv[1])
+        c.clear(); c.add(sys.argv[2]); c.play()
+        while c.status()['state'] != 'stop':
+            c.idle('player')
+        print(c.status()['state'])
+        """
+        let r = try Shell.run([python, "-c", script, h.dir + "/mpd.sock", url])
+        #expect(r.status == 0 && String(decoding: r.stdout, as: UTF8.self) == "stop\n", "\(r.stderr) \(h.log)")
+        #expect(h.terminate().status == 0)
+        let reference = try Reference.decode(fixture.path)
+        let cap = try WAVFile(path: h.capture)
+        let runs = Runs.decompose(cap.samples, reference: reference, channels: 2)
+        #expect(runs == [Runs.Run(0, reference.count / 2)], "runs: \(runs.prefix(5))")
+    }
+
+    /// 404, 403 and 500 are skipped with their codes, and the next entry plays.
+    @Test func httpFailuresAreSkippedWithTheirCodes() throws {
+        let h = try DaemonHarness()
+        let web = try TestHTTPServer.start(serving: h.dir)
+        try h.start()
+        let events = try Self.subscribe(h)
+        let base = "http://127.0.0.1:\(web.port)/status/"
+        let file = Fixtures.named("flac-44100-2.flac").path
+        #expect(h.request("add", ("paths", .array([.string(base + "404"), .string(base + "403"), .string(base + "500"), .string(file)])))?["ok"] == .bool(true))
+        #expect(h.request("play", ("index", .number(0)))?["ok"] == .bool(true))
+        var codes: [String] = []
+        for _ in 0..<3 {
+            if let e = Self.waitEvent(events, "skipped") { codes.append(e["code"]?.stringValue ?? "?") }
+        }
+        #expect(codes == ["http_not_found", "http_forbidden", "http_error"])
+        #expect(Self.waitEvent(events, "track") { $0["file"]?.stringValue == file } != nil, "the file after them did not play")
+        #expect(h.terminate().status == 0)
+    }
+
+    /// A server that accepts and never answers: control goes on meanwhile (status says
+    /// `buffering`, `playctl` answers), and the open ends in `timed_out`.
+    @Test func aServerThatNeverAnswersStallsNothing() throws {
+        let h = try DaemonHarness(extraConfig: "[streams]\ntimeout = 2")
+        let silent = SilentServer()
+        try h.start()
+        let events = try Self.subscribe(h)
+        let url = "http://127.0.0.1:\(silent.port)/live.mp3"
+        #expect(h.request("play", ("url", .string(url)))?["state"]?.stringValue == "buffering")
+        // Answered while the connect hangs.
+        #expect(h.request("status")?["state"]?.stringValue == "buffering")
+        let (st, out, _) = try h.playctl("status")
+        #expect(st == 0, "\(out)")
+        let e = Self.waitEvent(events, "error", seconds: 15)
+        #expect(e?["code"]?.stringValue == "timed_out", "\(e?.text ?? "no error event")")
+        #expect(h.request("status")?["state"]?.stringValue == "stopped")
+        #expect(h.terminate().status == 0)
+    }
+
+    /// `[streams]`: off, or limited to some hosts; other schemes are never streams.
+    @Test func streamsPolicy() throws {
+        let off = try DaemonHarness(extraConfig: "[streams]\nenabled = false")
+        try off.start()
+        #expect(off.request("play", ("url", .string("http://127.0.0.1:1/x.mp3")))?["error"]?["code"]?.stringValue == "stream_not_allowed")
+        let raw = try LineClient(path: off.dir + "/mpd.sock")
+        _ = raw.readLine(timeoutMillis: 5000)  // greeting
+        #expect(raw.send("add \"http://127.0.0.1:1/x.mp3\""))
+        let ack = raw.readLine(timeoutMillis: 5000)
+        #expect(ack?.hasPrefix("ACK [4@0] {add}") == true, "\(ack ?? "")")
+        #expect(off.terminate().status == 0)
+
+        let limited = try DaemonHarness(extraConfig: "[streams]\nallowed_hosts = [\"radio.example.org\", \".example.net\"]")
+        try limited.start()
+        for (url, code) in [("http://127.0.0.1:1/x.mp3", "stream_not_allowed"), ("file:///etc/passwd", "stream_not_allowed"),
+                            ("ftp://radio.example.org/x.mp3", "stream_not_allowed")] {
+            #expect(limited.request("add", ("path", .string(url)))?["error"]?["code"]?.stringValue == code, "\(url)")
+        }
+        for url in ["http://radio.example.org/live", "https://a.example.net:8443/x"] {
+            #expect(limited.request("add", ("path", .string(url)))?["ok"] == .bool(true), "\(url)")
+        }
+        #expect(limited.terminate().status == 0)
+    }
+
+    /// A radio's playlist link (.pls, .m3u) is fetched and its http(s) entries queued,
+    /// relative ones against its URL; a local path or `file:` line in it is dropped, an
+    /// HLS playlist refused. MPD's `load` of such a link does the same.
+    @Test func playlistsFromAWebServerQueueTheirStreams() throws {
+        let h = try DaemonHarness()
+        let www = h.dir + "/www"
+        try FileManager.default.createDirectory(atPath: www + "/radio", withIntermediateDirectories: true)
+        let web = try TestHTTPServer.start(serving: www)
+        let origin = "http://127.0.0.1:\(web.port)"
+        try "[playlist]\nNumberOfEntries=3\nFile1=http://radio.example.org:8000/live.mp3\nTitle1=Live\nFile2=low.mp3\nFile3=file:///etc/passwd\nVersion=2\n"
+            .write(toFile: www + "/radio/station.pls", atomically: true, encoding: .utf8)
+        try "#EXTM3U\n#EXTINF:-1,Station\n/radio/high.mp3\n/etc/passwd\nhttps://radio.example.org/aac\n"
+            .write(toFile: www + "/radio/station.m3u", atomically: true, encoding: .utf8)
+        try "#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:10,\nseg1.ts\n".write(toFile: www + "/hls.m3u8", atomically: true, encoding: .utf8)
+        try h.start()
+        #expect(h.request("add", ("url", .string(origin + "/radio/station.pls")))?["ok"] == .bool(true))
+        #expect(h.request("add", ("url", .string(origin + "/radio/station.m3u")))?["ok"] == .bool(true))
+        let files = try #require(h.request("queue")?["queue"]?.arrayValue).map { $0["file"]?.stringValue ?? "" }
+        #expect(files == ["http://radio.example.org:8000/live.mp3", origin + "/radio/low.mp3",
+                          origin + "/radio/high.mp3", origin + "/etc/passwd", "https://radio.example.org/aac"], "\(files)")
+        #expect(h.request("add", ("url", .string(origin + "/hls.m3u8")))?["error"]?["code"]?.stringValue == "unsupported_format")
+        #expect(h.request("add", ("url", .string(origin + "/missing.pls")))?["error"]?["code"]?.stringValue == "http_not_found")
+        let (st, out) = try mpc(h, "load", origin + "/radio/station.pls")
+        #expect(st == 0, "\(out)")
+        #expect(h.request("queue")?["queue"]?.arrayValue?.count == 7)
+        #expect(h.terminate().status == 0)
+    }
+
+    /// A local M3U with a radio URL among files: the URL is an entry (not left out).
+    @Test func playlistURLEntriesAreQueued() throws {
+        let h = try DaemonHarness()
+        try h.start()
+        let file = Fixtures.named("flac-44100-2.flac").path
+        let list = h.dir + "/radio.m3u"
+        try "#EXTM3U\nhttp://127.0.0.1:8000/live.mp3\n\(file)\n".write(toFile: list, atomically: true, encoding: .utf8)
+        #expect(h.request("add", ("path", .string(list)))?["ok"] == .bool(true))
+        let q = try #require(h.request("queue")?["queue"]?.arrayValue)
+        #expect(q.map { $0["file"]?.stringValue ?? "" } == ["http://127.0.0.1:8000/live.mp3", file])
+        #expect(h.terminate().status == 0)
+    }
+}
