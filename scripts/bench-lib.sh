@@ -51,3 +51,23 @@ measure() {
   echo "$(printf '%s\n' "${cpus[@]}" | median) $(printf '%s\n' "${anons[@]}" | median) $(printf '%s\n' "${rsss[@]}" | median) $hwm"
 }
 
+# wakeups PID SECONDS → context switches per second, all threads.
+wakeups() {
+  python3 - "$1" "$2" <<'EOF'
+import os, sys, time
+pid, secs = sys.argv[1], float(sys.argv[2])
+def switches():
+    n = 0
+    for t in os.listdir(f'/proc/{pid}/task'):
+        try:
+            for l in open(f'/proc/{pid}/task/{t}/status'):
+                if l.startswith(('voluntary_ctxt_switches', 'nonvoluntary_ctxt_switches')):
+                    n += int(l.split()[1])
+        except OSError:
+            pass
+    return n
+a, t = switches(), time.monotonic()
+time.sleep(secs)
+print(f"{(switches() - a) / (time.monotonic() - t):.1f}")
+EOF
+}

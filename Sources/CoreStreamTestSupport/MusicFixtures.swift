@@ -34,7 +34,7 @@ public struct MusicFixture: Sendable, CustomStringConvertible {
 }
 
 public enum MusicFixtures {
-    public static let seconds = 8
+    public static let seconds = 6
     public static let rate = 44100
 
     /// Two sounds in each channel: chords that change every half second, a chirp, and

@@ -99,6 +99,21 @@ struct NetworkStreamTests {
         #expect(code("http://127.0.0.1:\(silent.port)/live.mp3", timeout: 1) == .timedOut)
     }
 
+    /// Redirects are followed, a few of them: 3 hops reach the file; a chain longer
+    /// than FFmpeg's limit (8) fails with a typed error instead of going round.
+    @Test func redirectsAreFollowedUpToALimit() throws {
+        let server = try TestHTTPServer.start(serving: Self.dir)
+        let (_, path) = try Self.served("mp3cbr-44100-2.mp3", server)
+        let d = try AudioDecoder(path: "http://127.0.0.1:\(server.port)/redirect/3/mp3cbr-44100-2.mp3")
+        #expect(try Reference.drain(d) == (try Reference.decode(path)))
+        do {
+            _ = try AudioDecoder(path: "http://127.0.0.1:\(server.port)/redirect/50/mp3cbr-44100-2.mp3")
+            Issue.record("a chain of 50 redirects was followed to the end")
+        } catch {
+            #expect([.unreachable, .ioError, .httpError].contains(error.code), "\(error)")
+        }
+    }
+
     /// What FFmpeg would open on its own from a stream is refused: an HLS playlist
     /// whose segment is a local file (CVE-2016-1898's shape) is not opened at all.
     @Test func aPlaylistThatPointsAtLocalFilesIsRefused() throws {

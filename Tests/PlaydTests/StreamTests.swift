@@ -110,7 +110,7 @@ struct StreamTests {
     }
 
     /// The server dies mid-play: `reconnecting` (status and event, with the attempt),
-    /// and once it is back, `reconnected` and playing again.
+    /// and once it is back (at another bitrate), `reconnected` and playing again.
     @Test func reconnectsWhenTheServerComesBack() throws {
         let h = try DaemonHarness()
         let ice = try Icecast(dir: h.dir + "/ice")
@@ -126,7 +126,8 @@ struct StreamTests {
         #expect(dropped?["attempt"]?.numberValue == 1, "\(dropped?.text ?? "no reconnecting event")")
         #expect(h.request("status")?["stream"]?["reconnecting"]?.numberValue ?? 0 >= 1)
         try ice.start()
-        try ice.feed("live.mp3", input: Self.tone)
+        // The station comes back at another bitrate (as a radio switching streams).
+        try ice.feed("live.mp3", input: Self.tone, bitrate: "64k")
         #expect(Self.waitEvent(events, "reconnected", seconds: 30) != nil, "no reconnected event")
         let s = try #require(h.request("status"), "\(h.log)")
         #expect(s["state"]?.stringValue == "playing" && s["stream"]?["reconnecting"]?.isNull == true, "\(s.text)")

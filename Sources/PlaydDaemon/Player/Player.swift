@@ -358,6 +358,14 @@ public final class Player: @unchecked Sendable {
         level.muted = st.muted
         _ = try? applyLevel(level)
         guard let file = st.file, config.resume != "stopped", st.state != "stopped" else { return }
+        if NetworkInput.isStreamURL(file) {
+            // A stream is connected to again off this thread (a radio from where it is
+            // now); `resume = "paused"` leaves it be rather than hold a connection open.
+            if config.resume == "playing" {
+                openStream(file, entry: queue.currentEntry.flatMap { $0.path == file ? $0.id : nil })
+            }
+            return
+        }
         do {
             try engine.play(path: file, from: st.positionFrames, paused: config.resume != "playing")
             if let l = st.loop {
