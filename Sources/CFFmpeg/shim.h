@@ -66,11 +66,9 @@ static inline int64_t cffmpeg_fd_seek(void *opaque, int64_t offset, int whence) 
 }
 
 /// Frees a context opened by cffmpeg_open_fd_input, its AVIOContext and buffer, and
-/// closes the descriptor (or one opened by cffmpeg_open_url_input). avformat_close_input() leaves a custom AVIOContext alone.
+/// closes the descriptor. avformat_close_input() leaves a custom AVIOContext alone.
 static inline void cffmpeg_close_fd_input(AVFormatContext **ctx) {
     if (!ctx || !*ctx) return;
-    /* A network input (cffmpeg_open_url_input) has FFmpeg's own AVIOContext, which
-       avformat_close_input closes. */
     if (!((*ctx)->flags & AVFMT_FLAG_CUSTOM_IO)) { avformat_close_input(ctx); return; }
     AVIOContext *pb = (*ctx)->pb;
     avformat_close_input(ctx);
@@ -141,42 +139,48 @@ static inline int cffmpeg_averror_http_other_4xx(void) { return AVERROR_HTTP_OTH
 static inline int cffmpeg_averror_http_server_error(void) { return AVERROR_HTTP_SERVER_ERROR; }
 static inline int cffmpeg_averror_exit(void) { return AVERROR_EXIT; }
 
-/// Opens a network URL as media: only the protocols in `protocols` (playd passes
-/// "http,https,tcp,tls"), for the URL itself and for anything a demuxer would open on
-/// its own, and only a demuxer from the comma list `allowed`. `interrupt` lets another
-/// thread, or a deadline, abort a blocked connect or read. `options` are the http
-/// protocol's (icy, rw_timeout, user_agent, ...). Returns 0 with the context in `out`,
-/// 1 with the detected demuxer's name in `detected` when it is not allowed, or a
+/// Opens media read through `pb` (a network stream's AVIOContext, owned by the
+/// caller: neither freed here nor by avformat_close_input) with a demuxer from the
+/// comma list `allowed`, and no protocol for anything a demuxer would open on its own.
+/// `interrupt` lets another thread or a deadline abort a blocked read; `options` are
+/// the demuxer's (probesize, analyzeduration). Returns 0 with the context in `out`, 1
+/// with the detected demuxer's name in `detected` when it is not allowed, or a
 /// negative AVERROR.
-static inline int cffmpeg_open_url_input(const char *url, const char *allowed, const char *protocols,
-                                         AVIOInterruptCB interrupt, AVDictionary **options,
-                                         AVFormatContext **out, const char **detected) {
+static inline int cffmpeg_open_pb_input(AVIOContext *pb, const char *url, const char *allowed,
+                                        AVIOInterruptCB interrupt, unsigned probesize, AVDictionary **options,
+                                        AVFormatContext **out, const char **detected) {
     *out = NULL;
     *detected = NULL;
-    AVFormatContext *ctx = avformat_alloc_context();
-    if (!ctx) return AVERROR(ENOMEM);
-    ctx->interrupt_callback = interrupt;
-    ctx->protocol_whitelist = av_strdup(protocols);
-    av_dict_set(options, "protocol_whitelist", protocols, 0);
-    int ret = avformat_open_input(&ctx, url, NULL, options);
-    if (ret < 0) return ret;  /* ctx freed by avformat_open_input */
-    if (!ctx->iformat || av_match_list(ctx->iformat->name, allowed, ',') <= 0) {
-        *detected = ctx->iformat ? ctx->iformat->name : "?";
-        avformat_close_input(&ctx);
+    const AVInputFormat *fmt = NULL;
+    int ret = av_probe_input_buffer2(pb, &fmt, url, NULL, 0, probesize);
+    if (ret < 0) return ret;
+    if (!fmt || av_match_list(fmt->name, allowed, ',') <= 0) {
+        *detected = fmt ? fmt->name : "?";
         return 1;
     }
+    AVFormatContext *ctx = avformat_alloc_context();
+    if (!ctx) return AVERROR(ENOMEM);
+    ctx->pb = pb;
+    ctx->interrupt_callback = interrupt;
+    ctx->format_whitelist = av_strdup(allowed);
+    av_dict_set(options, "protocol_whitelist", "none", 0);
+    ret = avformat_open_input(&ctx, url, fmt, options);
+    if (ret < 0) return ret;  /* ctx freed by avformat_open_input, pb left alone */
     *out = ctx;
     return 0;
 }
 
-/// The last ICY metadata block (`StreamTitle='…';`) or the ICY response headers the
-/// http protocol kept (`icy-name: …` lines), as a string to free with av_free; NULL
-/// when there is none.
-static inline char *cffmpeg_icy_option(AVFormatContext *ctx, const char *name) {
-    if (!ctx || !ctx->pb) return NULL;
+/// An option of an AVIOContext opened by avio_open2 or of its protocol (the http
+/// protocol's `icy_metadata_packet`, `icy_metadata_headers`), as a string to free with
+/// av_free; NULL when there is none.
+static inline char *cffmpeg_avio_option(AVIOContext *pb, const char *name) {
+    if (!pb) return NULL;
     uint8_t *value = NULL;
-    if (av_opt_get(ctx->pb, name, AV_OPT_SEARCH_CHILDREN, &value) < 0) return NULL;
+    if (av_opt_get(pb, name, AV_OPT_SEARCH_CHILDREN, &value) < 0) return NULL;
     return (char *)value;
 }
+
+/// The seekable flag of an AVIOContext (AVIO_SEEKABLE_NORMAL when byte ranges work).
+static inline int cffmpeg_avio_seekable(AVIOContext *pb) { return pb ? pb->seekable : 0; }
 
 #endif

@@ -94,6 +94,10 @@ public struct DaemonConfig: Sendable, Equatable {
     public var streamTimeout = 10
     /// `streams.reconnect_attempts`: tries after a live stream drops.
     public var streamReconnects = 5
+    /// `streams.buffer_kib`: the network buffer of a stream that cannot seek.
+    public var streamBufferKiB = 128
+    /// `streams.prefill_kib`: what arrives before the first frame (at most the buffer).
+    public var streamPrefillKiB = 32
 
     public init() {}
 
@@ -211,6 +215,8 @@ public struct DaemonConfig: Sendable, Equatable {
             case "streams.allowed_hosts": streamHosts = try strings().map { $0.lowercased() }
             case "streams.timeout": streamTimeout = try int(1...600)
             case "streams.reconnect_attempts": streamReconnects = try int(0...1000)
+            case "streams.buffer_kib": streamBufferKiB = try int(16...65_536)
+            case "streams.prefill_kib": streamPrefillKiB = try int(0...65_536)
             case "log.level":
                 let s = try string()
                 guard Self.logLevels.contains(s) else { throw fail("'\(s)' must be one of \(Self.logLevels.joined(separator: ", "))") }
@@ -221,6 +227,9 @@ public struct DaemonConfig: Sendable, Equatable {
         }
         guard periodTime <= bufferTime else {
             throw Error(message: "\(path): output.period_time (\(periodTime)) must not exceed output.buffer_time (\(bufferTime))")
+        }
+        guard streamPrefillKiB <= streamBufferKiB else {
+            throw Error(message: "\(path): streams.prefill_kib (\(streamPrefillKiB)) must not exceed streams.buffer_kib (\(streamBufferKiB))")
         }
     }
 

@@ -123,7 +123,7 @@ struct ALSATests {
         let tone = try leadInTone(in: dir, left: 440, right: 1000, seconds: seconds)
         let recorder = try PulseRecorder(path: dir + "/capture.raw")
         defer { recorder.stop() }
-        usleep(300_000)
+        #expect(waitUntil(seconds: 10) { recorder.bytesWritten > 0 }, "parec recorded nothing")
         let e = engine("alsa:pulse")
         let started = Date()
         try e.play(path: tone)
@@ -198,7 +198,10 @@ struct ALSATests {
         defer { kill(keeper.processIdentifier, SIGKILL); keeper.waitUntilExit() }
         let recorder = try PulseRecorder(path: dir + "/capture.raw")
         defer { recorder.stop() }
-        usleep(300_000)  // parec's stream is up (PulseAudio says nothing when it is)
+        // parec's stream is up once it writes (the keeper's silence flows through the
+        // monitor): 100 ms of it on disk. A fixed 300 ms wait was sometimes too short
+        // on a loaded machine, and the recording began 160 ms into the chirp.
+        #expect(waitUntil(seconds: 10) { recorder.bytesWritten >= 48_000 * 4 / 10 }, "parec recorded nothing")
         let e = engine("alsa:pulse")
         try e.play(path: chirp)
         #expect(waitUntil(seconds: 10) { e.status().positionFrames > 48_000 + 24_000 })
@@ -290,6 +293,11 @@ final class PulseRecorder {
         stopped = true
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
+    }
+
+    /// Bytes parec has written so far.
+    var bytesWritten: Int {
+        ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
     }
 
     /// Waits for the sink's tail, stops, and returns the interleaved stereo samples.

@@ -58,7 +58,16 @@ enum MediaInput {
         return fmt
     }
 
+    /// Closes a context from ``open(_:)`` or ``NetworkInput``'s (whose network buffer,
+    /// kept in `opaque`, goes with it).
     static func close(_ ctx: inout UnsafeMutablePointer<AVFormatContext>?) {
+        if let c = ctx, let o = c.pointee.opaque {
+            c.pointee.opaque = nil
+            let buffer = Unmanaged<NetworkBuffer>.fromOpaque(o).takeRetainedValue()
+            avformat_close_input(&ctx)  // a custom AVIOContext is left to its owner
+            buffer.close()
+            return
+        }
         cffmpeg_close_fd_input(&ctx)
     }
 }

@@ -13,6 +13,8 @@ extension Player {
         var at: Int64?
         var atSeconds: Double?
         var cancel: StreamCancel
+        /// How much of the network buffer's prefill has arrived (status `buffer_percent`).
+        var percent = 0
     }
 
     /// What a network stream may do, from the config, with a cancel flag.
@@ -20,6 +22,8 @@ extension Player {
         var o = StreamOptions()
         o.timeoutSeconds = Double(config.streamTimeout)
         o.reconnectAttempts = config.streamReconnects
+        o.bufferBytes = config.streamBufferKiB * 1024
+        o.prefillBytes = config.streamPrefillKiB * 1024
         o.cancel = cancel
         return o
     }
@@ -30,7 +34,10 @@ extension Player {
         cancelStreamOpening()
         openSerial += 1
         let cancel = StreamCancel()
-        let serial = openSerial, options = streamOptions(cancel), post = self.post
+        let serial = openSerial, post = self.post
+        var o = streamOptions(cancel)
+        o.onPrefill = { percent in post { [weak self] in self?.streamPrefilled(serial, percent) } }
+        let options = o
         streamOpening = StreamOpening(serial: serial, url: url, entry: entry, at: at, atSeconds: atSeconds, cancel: cancel)
         if engine.status().state != .stopped { engine.stop() }
         logger.info("opening stream", metadata: ["track.path": "\(url)"])
@@ -44,6 +51,12 @@ extension Player {
             }
             post { [weak self] in self?.streamOpened(serial, result) }
         }
+    }
+
+    /// The prefill of the stream being opened grew.
+    func streamPrefilled(_ serial: Int, _ percent: Int) {
+        guard streamOpening?.serial == serial else { return }
+        streamOpening?.percent = percent
     }
 
     /// Drops an open in progress (a newer play, a stop, a clear): its connect gives up

@@ -95,6 +95,8 @@ public final class Player: @unchecked Sendable {
     public internal(set) var streamReconnecting: Int?
     /// The URL being opened (status: `buffering`), if any.
     public var openingStream: String? { streamOpening?.url }
+    /// How much of its network buffer's prefill has arrived (0…100).
+    public var openingPercent: Int { streamOpening?.percent ?? 0 }
     /// Resumes the sessions parked on ``PlayerError/Code/workPending`` (the server's
     /// `resumeParked`). Set by the daemon. Control thread.
     public var resumeParked: () -> Void = {}

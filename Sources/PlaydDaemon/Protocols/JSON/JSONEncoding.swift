@@ -138,7 +138,8 @@ enum JSONEncoding {
         if let url = opening {
             m += [("file", .string(url)), ("position", .number(0)), ("duration", .null), ("position_frames", .int(0)),
                   ("duration_frames", .null), ("loop", .null),
-                  ("stream", .obj(("live", .null), ("station", .null), ("stream_title", .null), ("reconnecting", .null)))]
+                  ("stream", .obj(("live", .null), ("station", .null), ("stream_title", .null), ("reconnecting", .null),
+                                  ("buffer_percent", .int(Int64(player.openingPercent)))))]
         } else if let t = s.track, s.state != .stopped {
             m += [("file", .string(t.path)),
                   ("position", .number(s.positionSeconds)),
@@ -156,7 +157,8 @@ enum JSONEncoding {
                 }
                 meta.append(("stream", .obj(("live", .bool(t.isLive)), ("station", t.stationName.map(JSON.string) ?? .null),
                                             ("stream_title", player.streamTitle.map(JSON.string) ?? .null),
-                                            ("reconnecting", player.streamReconnecting.map { JSON.int(Int64($0)) } ?? .null))))
+                                            ("reconnecting", player.streamReconnecting.map { JSON.int(Int64($0)) } ?? .null),
+                                            ("buffer_percent", .null))))
             }
             m += meta
             m.append(("loop", loop(player.loopView(s))))
