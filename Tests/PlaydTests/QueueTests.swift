@@ -50,6 +50,40 @@ struct PlayQueueTests {
         #expect(q.successor(manual: manual) == expected)
     }
 
+    /// `swap` exchanges two entries; the current entry stays current wherever it goes.
+    @Test(arguments: [(0, 2, 0, 2), (0, 2, 1, 1), (1, 1, 1, 1)])
+    func swapKeepsTheCurrentEntry(_ i: Int, _ j: Int, _ current: Int, _ currentAfter: Int) {
+        var q = queue(3)
+        let ids = q.entries.map(\.id)
+        q.setCurrent(current)
+        q.swap(i, j)
+        var want = ids
+        want.swapAt(i, j)
+        #expect(q.entries.map(\.id) == want)
+        #expect(q.current == currentAfter)
+    }
+
+    /// `shuffle START:END` reorders only that range, keeps every entry once, and puts a
+    /// playing entry in it first (MPD); outside the range nothing moves.
+    @Test(arguments: [(2..<9, 5, true), (2..<9, 5, false), (0..<10, 0, true), (2..<9, 0, true)])
+    func shuffleStaysInItsRange(_ range: Range<Int>, _ current: Int, _ playing: Bool) {
+        var q = queue(10)
+        let ids = q.entries.map(\.id)
+        q.setCurrent(current)
+        let currentID = ids[current]
+        q.shuffle(range, keepingPlayingFirst: playing)
+        let after = q.entries.map(\.id)
+        #expect(Set(after) == Set(ids) && after.count == ids.count)
+        for k in 0..<10 where !range.contains(k) { #expect(after[k] == ids[k], "entry \(k) moved") }
+        #expect(q.currentEntry?.id == currentID)
+        if playing && range.contains(current) { #expect(q.current == range.lowerBound) }
+        // A second shuffle gives another order (the test queue's generator has a fixed
+        // seed, so this is deterministic, not a 1-in-720 chance).
+        var again = q
+        again.shuffle(range, keepingPlayingFirst: playing)
+        #expect(again.entries.map(\.id) != after || range.count <= 2)
+    }
+
     @Test func oneshotTurnsItselfOffWhenTheSongChanges() {
         var q = queue(3)
         q.single = .oneshot

@@ -672,9 +672,19 @@ public final class AudioDecoder {
         let duration = fmt.pointee.duration > 0 ? Double(fmt.pointee.duration) / Double(AV_TIME_BASE) : nil
         let stream = fmt.pointee.streams[Int(index)]!
         let par = stream.pointee.codecpar!
+        let sampleFormat = AVSampleFormat(rawValue: par.pointee.format)
+        let width: String
+        if par.pointee.bits_per_raw_sample > 0 {
+            width = "\(par.pointee.bits_per_raw_sample)"
+        } else if [AV_SAMPLE_FMT_FLT, AV_SAMPLE_FMT_FLTP, AV_SAMPLE_FMT_DBL, AV_SAMPLE_FMT_DBLP].contains(sampleFormat) {
+            width = "f"
+        } else {
+            width = "\(max(8, av_get_bytes_per_sample(sampleFormat) * 8))"
+        }
         return ProbedTrack(tags: readTags(fmt, stream), durationSeconds: duration,
                            codec: String(cString: avcodec_get_name(par.pointee.codec_id)),
-                           sampleRate: Int(par.pointee.sample_rate), channels: Int(par.pointee.ch_layout.nb_channels))
+                           sampleRate: Int(par.pointee.sample_rate), channels: Int(par.pointee.ch_layout.nb_channels),
+                           sampleWidth: width)
     }
 
     /// The embedded cover art's type and bytes, or nil when the file has none.

@@ -80,6 +80,9 @@ public struct ProbedTrack: Sendable, Equatable, Tagged {
     public var codec: String
     public var sampleRate: Int
     public var channels: Int
+    /// The decoded samples' width as MPD writes it in `Format:`: bits ("16", "24",
+    /// "32"), or "f" for codecs that decode to floating point (MP3, AAC, Vorbis, Opus).
+    public var sampleWidth: String
 }
 
 /// Embedded cover art: its type and size.

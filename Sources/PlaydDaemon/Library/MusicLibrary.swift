@@ -23,6 +23,10 @@ public struct LibrarySong: Sendable, Equatable {
     public var channels: Int?
     /// Why the tags could not be read (the file is still listed, by its name).
     public var error: String?
+    /// Modification time when indexed, seconds since 1970.
+    public var modified: Int? = nil
+    /// The decoded sample width ("16", "24", "f"), as ``ProbedTrack/sampleWidth``.
+    public var width: String? = nil
 }
 
 /// The music library: the files under `library.music_roots`, their tags, duration and
@@ -130,6 +134,13 @@ public final class MusicLibrary: @unchecked Sendable {
             );
             CREATE INDEX IF NOT EXISTS dirs_parent ON dirs(parent);
             """)
+        // Added after the first index format: the decoded sample width for MPD's
+        // `Format:`. An index from before gets it at its next update: its songs are
+        // marked changed (size -1), so the scan reads them again.
+        let columns = try db.prepare("PRAGMA table_info(songs)")
+        var hasWidth = false
+        while try columns.step() { if columns.text(1) == "width" { hasWidth = true } }
+        if !hasWidth { try db.execute("ALTER TABLE songs ADD COLUMN width TEXT; UPDATE songs SET size = -1;") }
     }
 
     // MARK: - Paths
@@ -157,6 +168,13 @@ public final class MusicLibrary: @unchecked Sendable {
     // MARK: - Scanning
 
     public var isScanning: Bool { scanningJob.load(ordering: .relaxed) != 0 }
+
+    /// When the index last changed (its file's modification time, seconds since 1970):
+    /// MPD's `db_update`.
+    public var lastUpdate: Int {
+        var st = stat()
+        return PathBytes.stat(databasePath, &st) == 0 ? Int(st.st_mtim.tv_sec) : 0
+    }
     public var scanningJobID: Int { scanningJob.load(ordering: .relaxed) }
 
     /// Files looked at by the running scan, and files per second.
@@ -241,11 +259,11 @@ public final class MusicLibrary: @unchecked Sendable {
             touch = try db.prepare("UPDATE songs SET seen = ?2 WHERE path = ?1")
             upsert = try db.prepare("""
                 INSERT INTO songs (path, dir, size, mtime, title, artist, album, album_artist, genre, date,
-                                   track, disc, duration, codec, sample_rate, channels, error, seen)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)
+                                   track, disc, duration, codec, sample_rate, channels, error, seen, width)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)
                 ON CONFLICT(path) DO UPDATE SET dir = ?2, size = ?3, mtime = ?4, title = ?5, artist = ?6, album = ?7,
                     album_artist = ?8, genre = ?9, date = ?10, track = ?11, disc = ?12, duration = ?13, codec = ?14,
-                    sample_rate = ?15, channels = ?16, error = ?17, seen = ?18
+                    sample_rate = ?15, channels = ?16, error = ?17, seen = ?18, width = ?19
                 """)
             upsertDir = try db.prepare("""
                 INSERT INTO dirs (path, parent, seen) VALUES (?1, ?2, ?3)
@@ -357,7 +375,7 @@ public final class MusicLibrary: @unchecked Sendable {
                             V(p?.trackNumber), V(p?.discNumber), V(p?.durationSeconds), V(p?.codec),
                             V(p?.sampleRate), V(p?.channels),
                             p == nil ? .text("no audio could be read (damaged or not audio)") : .null,
-                            .int(generation)])
+                            .int(generation), V(p?.sampleWidth)])
             if known { report.updated += 1 } else { report.added += 1 }
             try commitEvery()
         }
@@ -373,7 +391,7 @@ public final class MusicLibrary: @unchecked Sendable {
 
     // MARK: - Queries
 
-    private static let columns = "path, title, artist, album, album_artist, genre, date, track, disc, duration, codec, sample_rate, channels, error"
+    private static let columns = "path, title, artist, album, album_artist, genre, date, track, disc, duration, codec, sample_rate, channels, error, mtime, width"
     private static let order = "ORDER BY album_artist, artist, album, disc, track, path"
 
     private func songs(_ sql: String, _ values: [SQLiteDatabase.Statement.Value]) throws(Error) -> [LibrarySong] {
@@ -387,7 +405,7 @@ public final class MusicLibrary: @unchecked Sendable {
                                        track: s.int(7).map { Int($0) }, disc: s.int(8).map { Int($0) },
                                        duration: s.double(9), codec: s.text(10),
                                        sampleRate: s.int(11).map { Int($0) }, channels: s.int(12).map { Int($0) },
-                                       error: s.text(13)))
+                                       error: s.text(13), modified: s.int(14).map { Int($0) }, width: s.text(15)))
             }
             return out
         } catch {

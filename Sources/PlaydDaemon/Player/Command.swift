@@ -41,6 +41,11 @@ public enum Command: Sendable {
     /// Queue entries `range` out (one state write, one notification, however many).
     case remove(Range<Int>)
     case move(Range<Int>, to: Int)
+    /// Two entries change places (MPD `swap`/`swapid`).
+    case swap(Int, Int)
+    /// The entries in the range (nil: all) in a new random order; a playing entry in
+    /// it goes first (MPD `shuffle`).
+    case shuffle(Range<Int>?)
     case clear
     case setRepeat(Bool)
     case setSingle(PlayQueue.Single)
@@ -49,6 +54,7 @@ public enum Command: Sendable {
     case setRandom(Bool)
     case setConsume(Bool)
     case volume(Volume)
+    case replayGain(ReplayGainMode)
     /// nil: toggle.
     case mute(Bool?)
     /// nil: clear.

@@ -43,6 +43,18 @@ extension Player {
             (out.added, out.outsideRoots) = try add(sources, place: place)
         case .remove(let range): try remove(range)
         case .move(let range, let to): try move(range, to: to)
+        case .swap(let a, let b):
+            let (i, j) = (try checkedIndex(a), try checkedIndex(b))
+            if i != j { queue.swap(i, j) }
+            queueChanged()
+        case .shuffle(let range):
+            let r = try range.map(checkedRange) ?? 0..<queue.count
+            queue.shuffle(r, keepingPlayingFirst: engine.status().state != .stopped)
+            queueChanged()
+        case .replayGain(let mode):
+            var level = currentLevel()
+            level.replayGain = mode
+            try applyLevel(level)
         case .clear: clear()
         case .setRepeat(let on): setOptions { $0.repeats = on }
         case .setSingle(let s): setOptions { $0.single = s }

@@ -69,8 +69,20 @@ public final class Player: @unchecked Sendable {
     public internal(set) var librarySongs = 0
     /// When the last library progress event went out. Control thread.
     var lastLibraryEvent: UInt64 = 0
-    /// Tags and durations for queue listings, by path. Control thread.
-    var probeCache: [String: (title: String?, artist: String?, duration: Double?)] = [:]
+    /// Time spent playing before the current stretch, and when the current one began
+    /// (MPD's `playtime`). Control thread.
+    var playedNanoseconds: UInt64 = 0
+    var playingSince: UInt64?
+    /// Seconds played since start (MPD `stats` `playtime`).
+    public var playtimeSeconds: UInt64 {
+        (playedNanoseconds &+ (playingSince.map { monotonicNanoseconds() &- $0 } ?? 0)) / 1_000_000_000
+    }
+    /// Tags, durations and formats for queue listings, by path; emptied when it
+    /// reaches ``songInfoCacheLimit``. Control thread.
+    var probeCache: [String: SongInfo] = [:]
+    /// Twice the default queue limit: a full queue stays cached, a cache of everything
+    /// ever queued does not grow without end (about 1 kB an entry).
+    static let songInfoCacheLimit = 32_768
     /// Set while the output device is lost (Player+Output.swift). Control thread.
     var recovery: OutputRecovery?
     /// Folder walks and playlist reads for `add`, off the control thread.
@@ -232,6 +244,9 @@ public final class Player: @unchecked Sendable {
             emit(.trackEnd(path: p))
             queueTrackEnded(p)
         case .stateChanged(let s):
+            let now = monotonicNanoseconds()
+            if let since = playingSince { playedNanoseconds &+= now &- since }
+            playingSince = s == .playing ? now : nil
             emit(.state(s))
             // Stopped: hand the heap's free pages back (a long queue of damaged files
             // leaves ~2 MB of fragments otherwise; measured in BadMediaQueueTests).
@@ -290,13 +305,26 @@ public final class Player: @unchecked Sendable {
 
     /// Title, artist and duration of a queued file, probed once and cached.
     public func probeSummary(_ path: String) -> (title: String?, artist: String?, duration: Double?) {
+        let s = songInfo(path)
+        return (s.tags["title"], s.tags["artist"], s.duration)
+    }
+
+    /// What a queue listing shows of a file: its tags, duration, format and
+    /// modification time, probed once and cached. A URL is not opened to list it
+    /// (network I/O has no place on this thread): it has no tags.
+    public func songInfo(_ path: String) -> SongInfo {
         if let s = probeCache[path] { return s }
-        // A URL is not opened to list it (network I/O has no place on this thread).
-        if NetworkInput.hasScheme(path) { return (nil, nil, nil) }
-        let p = AudioDecoder.probe(path: path)
-        let s = (title: p?.tags["title"], artist: p?.tags["artist"], duration: p?.durationSeconds)
-        probeCache[path] = s
-        return s
+        var info = SongInfo()
+        if !NetworkInput.hasScheme(path), let p = AudioDecoder.probe(path: path) {
+            info.tags = p.tags
+            info.duration = p.durationSeconds
+            info.format = "\(p.sampleRate):\(p.sampleWidth):\(p.channels)"
+            var st = stat()
+            if PathBytes.stat(path, &st) == 0 { info.modified = Int(st.st_mtim.tv_sec) }
+        }
+        if probeCache.count >= Self.songInfoCacheLimit { probeCache.removeAll(keepingCapacity: true) }
+        probeCache[path] = info
+        return info
     }
 
     // MARK: - State
@@ -379,4 +407,15 @@ public final class Player: @unchecked Sendable {
             unrestored = st
         }
     }
+}
+
+/// A file as queue listings show it (``Player/songInfo(_:)``).
+public struct SongInfo: Sendable {
+    /// FFmpeg's tags, keys lowercased.
+    public var tags: [String: String] = [:]
+    public var duration: Double?
+    /// `RATE:WIDTH:CHANNELS` as MPD's `Format:` (`44100:16:2`, `44100:f:2`).
+    public var format: String?
+    /// Modification time, seconds since 1970.
+    public var modified: Int?
 }

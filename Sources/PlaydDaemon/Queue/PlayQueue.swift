@@ -119,6 +119,33 @@ public struct PlayQueue: Sendable, Equatable {
         current = currentID.flatMap { index(ofID: $0) }
     }
 
+    /// The entries at `i` and `j` change places.
+    public mutating func swap(_ i: Int, _ j: Int) {
+        guard entries.indices.contains(i), entries.indices.contains(j) else { return }
+        let currentID = currentEntry?.id
+        entries.swapAt(i, j)
+        current = currentID.flatMap { index(ofID: $0) }
+    }
+
+    /// The entries in `range` in a new random order (Fisher–Yates from the queue's
+    /// generator). With `keepingPlayingFirst`, the current entry, if it is in the
+    /// range, moves to its start and the rest is shuffled after it (as MPD does).
+    public mutating func shuffle(_ range: Range<Int>, keepingPlayingFirst: Bool) {
+        guard range.lowerBound >= 0, range.upperBound <= entries.count, range.count > 1 else { return }
+        let currentID = currentEntry?.id
+        var lo = range.lowerBound
+        if keepingPlayingFirst, let c = current, range.contains(c) {
+            entries.swapAt(lo, c)
+            lo += 1
+        }
+        if range.upperBound - lo > 1 {
+            for i in stride(from: range.upperBound - 1, to: lo, by: -1) {
+                entries.swapAt(i, lo + Int(random() % UInt64(i - lo + 1)))
+            }
+        }
+        current = currentID.flatMap { index(ofID: $0) }
+    }
+
     public mutating func clear() {
         entries = []
         order = []

@@ -28,9 +28,9 @@ enum MPDCommands {
         Row("currentsong", .read, 0...0) { p, _ in song(p, p.queue.current, path: p.engine.status().track?.path) },
         Row("stats", .read, 0...0) { p, _ in
             let c = p.library?.counts() ?? (songs: 0, artists: 0, albums: 0, seconds: 0)
-            return ["artists: \(c.artists)", "albums: \(c.albums)", "songs: \(c.songs)",
-                    "uptime: \((monotonicNanoseconds() - p.startedAt) / 1_000_000_000)",
-                    "db_playtime: \(Int(c.seconds))", "db_update: 0", "playtime: 0"]
+            return ["uptime: \((monotonicNanoseconds() - p.startedAt) / 1_000_000_000)", "playtime: \(p.playtimeSeconds)",
+                    "artists: \(c.artists)", "albums: \(c.albums)", "songs: \(c.songs)",
+                    "db_playtime: \(Int(c.seconds))", "db_update: \(p.library?.lastUpdate ?? 0)"]
         },
         Row("update", .admin, 0...1) { p, a in try update(p, a) },
         Row("rescan", .admin, 0...1) { p, a in try update(p, a) },
@@ -40,6 +40,9 @@ enum MPDCommands {
         Row("searchadd", .add, 1...Int.max) { p, a in try find(p, a, command: "searchadd") },
         Row("list", .read, 1...Int.max) { p, a in try list(p, a) },
         Row("lsinfo", .read, 0...1) { p, a in try lsinfo(p, a.first ?? "") },
+        Row("listall", .read, 0...1) { p, a in try listAll(p, a.first ?? "", info: false) },
+        Row("listallinfo", .read, 0...1) { p, a in try listAll(p, a.first ?? "", info: true) },
+        Row("count", .read, 1...Int.max) { p, a in try count(p, a) },
         // Playback.
         // `-1` (or nothing): resume, or start the queue; with an empty queue nothing
         // happens and the answer is OK, as MPD's.
@@ -82,6 +85,19 @@ enum MPDCommands {
             guard (-100...100).contains(v) else { throw Failure(.arg, "Number too large: \(a[0])") }
             try p.perform(.volume(.change(v))); return []
         },
+        // Crossfade is not built yet (docs/protocol.md): 0 is what it is, anything else
+        // is refused, and `status` has no `xfade` line, as MPD's with crossfade off.
+        Row("crossfade", .control, 1...1) { _, a in
+            let v = try int(a[0])
+            guard v >= 0 else { throw Failure(.arg, "Number too large: \(a[0])") }
+            guard v == 0 else { throw Failure(.system, "crossfade is not supported by playd yet") }
+            return []
+        },
+        Row("replay_gain_mode", .control, 1...1) { p, a in
+            guard let mode = ReplayGainMode(rawValue: a[0]) else { throw Failure(.arg, "Unrecognized replay gain mode") }
+            try p.perform(.replayGain(mode)); return []
+        },
+        Row("replay_gain_status", .read, 0...0) { p, _ in ["replay_gain_mode: \(p.currentLevel().replayGain.rawValue)"] },
         Row("getvol", .read, 0...0) { p, _ in
             guard p.config.mixer != "none" else { throw Failure(.system, "No mixer") }
             return ["volume: \(p.currentLevel().volume)"]
@@ -125,6 +141,36 @@ enum MPDCommands {
             guard to >= 0, to <= p.queue.count - r.count else { throw Failure(.arg, "Bad song index") }
             try p.perform(.move(r, to: to)); return []
         },
+        Row("moveid", .control, 2...2) { p, a in
+            let i = try p.index(ofID: try id(p, a[0]))
+            let to = try int(a[1])
+            guard to >= 0, to < p.queue.count else { throw Failure(.arg, "Bad song index") }
+            try p.perform(.move(i..<(i + 1), to: to)); return []
+        },
+        Row("swap", .control, 2...2) { p, a in
+            _ = (try int(a[0]), try int(a[1]))  // both parsed before either is looked up, as MPD
+            let (i, j) = (try position(p, a[0]), try position(p, a[1]))
+            try p.perform(.swap(i, j)); return []
+        },
+        Row("swapid", .control, 2...2) { p, a in
+            let (i, j) = (try p.index(ofID: try id(p, a[0])), try p.index(ofID: try id(p, a[1])))
+            try p.perform(.swap(i, j)); return []
+        },
+        // A range past the end is cut at the end (as MPD); one ending before it starts
+        // is malformed.
+        Row("shuffle", .control, 0...1) { p, a in
+            var r = 0..<p.queue.count
+            if let text = a.first {
+                let arg = try rangeArgument(text)
+                if let end = arg.end, end < arg.start { throw Failure(.arg, "Malformed range: \(text)") }
+                let end = min(arg.isRange ? arg.end ?? p.queue.count : arg.start + 1, p.queue.count)
+                r = min(arg.start, end)..<end
+            }
+            if r.count > 1 { try p.perform(.shuffle(r)) }
+            return []
+        },
+        Row("playlistfind", .read, 1...Int.max) { p, a in try queueFind(p, a, exact: true) },
+        Row("playlistsearch", .read, 1...Int.max) { p, a in try queueFind(p, a, exact: false) },
         Row("playlistinfo", .read, 0...1) { p, a in
             let r = try a.first.map { try range(p, $0) } ?? 0..<p.queue.count
             return r.flatMap { song(p, $0, path: nil) }
@@ -150,9 +196,7 @@ enum MPDCommands {
         Row("disableoutput", .admin, 1...1) { p, a in try output(p, a[0], { _ in false }) },
         Row("toggleoutput", .admin, 1...1) { p, a in try output(p, a[0], { !$0 }) },
         // Reflection.
-        Row("tagtypes", .none, 0...Int.max) { _, _ in
-            ["Artist", "Album", "AlbumArtist", "Title", "Track", "Disc", "Date", "Genre"].map { "tagtype: \($0)" }
-        },
+        Row("tagtypes", .none, 0...Int.max) { _, _ in tagTypes.map { "tagtype: \($0.name)" } },
         Row("urlhandlers", .none, 0...0) { _, _ in [] },
         Row("decoders", .none, 0...0) { _, _ in ["plugin: ffmpeg"] + QueueSources.audioExtensions.sorted().map { "suffix: \($0)" } },
     ]

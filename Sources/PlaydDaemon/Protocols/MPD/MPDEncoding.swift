@@ -41,28 +41,61 @@ extension MPDCommands {
         return lines
     }
 
+    /// MPD's tag types in MPD's order (`tagtypes`), each with the FFmpeg tag keys
+    /// (lowercased: Vorbis comments, ID3v2 as libavformat names them, MP4 atoms) that
+    /// fill it. A song's tags are listed in this order.
+    static let tagTypes: [(name: String, keys: [String])] = [
+        ("Artist", ["artist"]), ("ArtistSort", ["artistsort", "artist-sort", "sort_artist"]),
+        ("Album", ["album"]), ("AlbumSort", ["albumsort", "album-sort", "sort_album"]),
+        ("AlbumArtist", ["album_artist", "albumartist", "album artist"]),
+        ("AlbumArtistSort", ["albumartistsort", "album_artist-sort", "sort_album_artist"]),
+        ("Title", ["title"]), ("Track", ["track", "tracknumber"]), ("Name", ["name"]), ("Genre", ["genre"]),
+        ("Date", ["date"]), ("OriginalDate", ["originaldate", "original_date"]), ("Composer", ["composer"]),
+        ("ComposerSort", ["composersort", "composer-sort", "sort_composer"]), ("Performer", ["performer"]),
+        ("Conductor", ["conductor"]), ("Work", ["work"]), ("Movement", ["movement", "movementname"]),
+        ("MovementNumber", ["movementnumber"]), ("Ensemble", ["ensemble"]), ("Location", ["location"]),
+        ("Grouping", ["grouping"]), ("Disc", ["disc", "discnumber"]), ("Label", ["label", "publisher"]),
+        ("MUSICBRAINZ_ARTISTID", ["musicbrainz_artistid"]), ("MUSICBRAINZ_ALBUMID", ["musicbrainz_albumid"]),
+        ("MUSICBRAINZ_ALBUMARTISTID", ["musicbrainz_albumartistid"]), ("MUSICBRAINZ_TRACKID", ["musicbrainz_trackid"]),
+        ("MUSICBRAINZ_RELEASETRACKID", ["musicbrainz_releasetrackid"]), ("MUSICBRAINZ_WORKID", ["musicbrainz_workid"]),
+    ]
+
+    /// MPD's `Last-Modified:` form: UTC, seconds.
+    static func isoTime(_ seconds: Int) -> String {
+        var t = time_t(seconds), tm = tm()
+        gmtime_r(&t, &tm)
+        func two(_ v: Int32) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        return "\(tm.tm_year + 1900)-\(two(tm.tm_mon + 1))-\(two(tm.tm_mday))T\(two(tm.tm_hour)):\(two(tm.tm_min)):\(two(tm.tm_sec))Z"
+    }
+
+    /// A song as MPD lists it: `file`, `Last-Modified`, `Format`, the tags in MPD's
+    /// order, `Time` and `duration`; a value's line breaks become spaces.
+    static func songLines(_ p: Player, _ file: String, _ info: SongInfo) -> [String] {
+        var lines = ["file: \(uri(p, file))"]
+        if let m = info.modified { lines.append("Last-Modified: \(isoTime(m))") }
+        if let f = info.format { lines.append("Format: \(f)") }
+        for (name, keys) in tagTypes {
+            if let v = keys.lazy.compactMap({ info.tags[$0] }).first, !v.isEmpty {
+                lines.append("\(name): \(String(v.map { $0 == "\n" || $0 == "\r" ? " " : $0 }))")
+            }
+        }
+        if let d = info.duration { lines += ["Time: \(Int(d.rounded()))", "duration: \(decimals(d))"] }
+        return lines
+    }
+
     static func song(_ p: Player, _ index: Int?, path: String?) -> [String] {
         let queue = p.queue
         guard let file = index.map({ queue.entries[$0].path }) ?? path else { return [] }
-        var lines = ["file: \(uri(p, file))"]
+        var lines: [String]
         let playing = p.engine.status().track
         if let t = playing, t.path == file, NetworkInput.isStreamURL(file) {
             // A radio, as MPD shows one: the ICY title whole as Title, the station as Name.
+            lines = ["file: \(uri(p, file))"]
             if let title = p.streamTitle ?? t.title { lines.append("Title: \(title)") }
             if let name = t.stationName ?? t.tags["name"] { lines.append("Name: \(name)") }
             if let d = t.durationSeconds, !t.isLive { lines += ["Time: \(Int(d.rounded()))", "duration: \(decimals(d))"] }
-        } else if let t = playing, t.path == file {
-            for (key, value) in [("Title", t.title), ("Artist", t.artist), ("Album", t.album), ("AlbumArtist", t.albumArtist),
-                                 ("Track", t.trackNumber.map(String.init)), ("Disc", t.discNumber.map(String.init)),
-                                 ("Date", t.date), ("Genre", t.genre)] {
-                if let v = value { lines.append("\(key): \(v)") }
-            }
-            if let d = t.durationSeconds { lines += ["Time: \(Int(d.rounded()))", "duration: \(decimals(d))"] }
         } else {
-            let summary = p.probeSummary(file)
-            if let t = summary.title { lines.append("Title: \(t)") }
-            if let a = summary.artist { lines.append("Artist: \(a)") }
-            if let d = summary.duration { lines += ["Time: \(Int(d.rounded()))", "duration: \(decimals(d))"] }
+            lines = songLines(p, file, p.songInfo(file))
         }
         if let i = index { lines += ["Pos: \(i)", "Id: \(queue.entries[i].id)"] }
         return lines
@@ -121,14 +154,16 @@ extension MPDCommands {
 
     /// A library song as `lsinfo`/`find` list it.
     static func librarySong(_ p: Player, _ s: LibrarySong) -> [String] {
-        var lines = ["file: \(uri(p, s.path))"]
-        for (key, value) in [("Title", s.title), ("Artist", s.artist), ("Album", s.album), ("AlbumArtist", s.albumArtist),
-                             ("Track", s.track.map(String.init)), ("Disc", s.disc.map(String.init)),
-                             ("Date", s.date), ("Genre", s.genre)] {
-            if let v = value { lines.append("\(key): \(v)") }
+        var info = SongInfo()
+        info.duration = s.duration
+        info.modified = s.modified
+        if let rate = s.sampleRate, let width = s.width, let channels = s.channels { info.format = "\(rate):\(width):\(channels)" }
+        for (key, value) in [("title", s.title), ("artist", s.artist), ("album", s.album), ("album_artist", s.albumArtist),
+                             ("track", s.track.map(String.init)), ("disc", s.disc.map(String.init)),
+                             ("date", s.date), ("genre", s.genre)] {
+            if let v = value { info.tags[key] = v }
         }
-        if let d = s.duration { lines += ["Time: \(Int(d.rounded()))", "duration: \(decimals(d))"] }
-        return lines
+        return songLines(p, s.path, info)
     }
 
     /// `lsinfo`: the folders and audio files in a music-root folder (from the library
@@ -136,6 +171,10 @@ extension MPDCommands {
     static func lsinfo(_ p: Player, _ target: String) throws -> [String] {
         if let library = p.library {
             do {
+                // A song's URI lists that song (as MPD).
+                if !target.isEmpty, let song = try library.find([(field: "file", value: path(p, target), prefix: false)]).first {
+                    return librarySong(p, song)
+                }
                 let (dirs, songs) = try library.ls(target.isEmpty ? nil : path(p, target))
                 return dirs.map { "directory: \(uri(p, $0))" } + songs.flatMap { librarySong(p, $0) }
             } catch {
@@ -144,6 +183,14 @@ extension MPDCommands {
         }
         guard let root = root(p) else { return [] }
         let dir = target.isEmpty ? root : path(p, target)
+        // A song's URI lists that song, when it resolves inside the roots.
+        var st = stat()
+        if !target.isEmpty,
+           let real = MusicLibrary.resolveInside(dir, roots: p.config.musicRoots.compactMap(PathBytes.realPath)),
+           PathBytes.stat(real, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG,
+           QueueSources.audioExtensions.contains(String(real.split(separator: ".").last ?? "").lowercased()) {
+            return songLines(p, dir, p.songInfo(real))
+        }
         guard let names = QueueSources.names(in: dir) else { throw Failure(.noExist, "No such directory") }
         var lines: [String] = []
         for name in names.sorted(by: QueueSources.naturalLess) {
@@ -164,14 +211,17 @@ extension MPDCommands {
         return "\(ms / 1000)." + String(String(1000 + ms % 1000).dropFirst())
     }
 
-    /// `find`, `search`, `findadd`, `searchadd`.
-    static func find(_ p: Player, _ a: [String], command: String) throws -> [String] {
+    /// The library songs `find` (exact) or `search` (case-insensitive, anywhere)
+    /// selects with the filter arguments `a`.
+    static func matchingSongs(_ p: Player, _ a: [String], exact: Bool) throws -> [LibrarySong] {
         guard let library = p.library else { throw Failure(.system, "No database") }
         let filters = try filters(a)
         guard !filters.isEmpty else { throw Failure(.arg, "Incorrect number of filter arguments") }
         var songs: [LibrarySong]
-        if command.hasPrefix("find") {
-            songs = try library.find(filters.map { (field: $0.0 == "any" ? "title" : $0.0, value: $0.1, prefix: false) })
+        if exact {
+            // `file` names a song by its URI, relative to the music directory.
+            songs = try library.find(filters.map { (field: $0.0 == "any" ? "title" : $0.0,
+                                                     value: $0.0 == "file" ? path(p, $0.1) : $0.1, prefix: false) })
         } else {
             // MPD's search: case-insensitive, anywhere in the field ("any": any field).
             songs = try library.search(filters[0].1)
@@ -180,16 +230,80 @@ extension MPDCommands {
                 songs = songs.filter { s in
                     let fieldValues: [String?] = name == "any"
                         ? [s.title, s.artist, s.album, s.albumArtist, s.genre, s.path]
-                        : [field(s, name)]
+                        : [name == "file" ? uri(p, s.path) : field(s, name)]
                     return fieldValues.contains { $0?.lowercased().contains(v) == true }
                 }
             }
         }
+        return songs
+    }
+
+    /// `find`, `search`, `findadd`, `searchadd`.
+    static func find(_ p: Player, _ a: [String], command: String) throws -> [String] {
+        let songs = try matchingSongs(p, a, exact: command.hasPrefix("find"))
         if command.hasSuffix("add") {
             if !songs.isEmpty { try p.perform(.add(sources: songs.map(\.path), place: .end)) }
             return []
         }
         return songs.flatMap { librarySong(p, $0) }
+    }
+
+    /// `count`: how many songs a filter selects and their total length (seconds).
+    static func count(_ p: Player, _ a: [String]) throws -> [String] {
+        if a.first?.lowercased() == "group" { throw Failure(.arg, "count group is not supported by playd yet") }
+        let songs = try matchingSongs(p, a, exact: true)
+        let seconds = songs.reduce(0.0) { $0 + ($1.duration ?? 0) }
+        return ["songs: \(songs.count)", "playtime: \(Int(seconds.rounded()))"]
+    }
+
+    /// `listall`/`listallinfo`: everything under a folder, as MPD walks its database:
+    /// a folder's songs, then each subfolder (`directory:`) followed by its contents.
+    static func listAll(_ p: Player, _ target: String, info: Bool) throws -> [String] {
+        guard let library = p.library else { throw Failure(.system, "No database") }
+        var lines: [String] = []
+        func walk(_ folder: String?) throws {
+            let (dirs, songs) = try library.ls(folder)
+            for s in songs { lines += info ? librarySong(p, s) : ["file: \(uri(p, s.path))"] }
+            for d in dirs {
+                lines.append("directory: \(uri(p, d))")
+                try walk(d)
+            }
+        }
+        do {
+            if !target.isEmpty, let song = try library.find([(field: "file", value: path(p, target), prefix: false)]).first {
+                return info ? librarySong(p, song) : ["file: \(uri(p, song.path))"]
+            }
+            try walk(target.isEmpty ? nil : path(p, target))
+        } catch let e as MusicLibrary.Error {
+            _ = e
+            throw Failure(.noExist, "No such directory")
+        }
+        return lines
+    }
+
+    /// The queue entries a filter selects (`playlistfind`: exact; `playlistsearch`:
+    /// case-insensitive, anywhere), as `playlistinfo` shows them.
+    static func queueFind(_ p: Player, _ a: [String], exact: Bool) throws -> [String] {
+        let filters = try filters(a)
+        guard !filters.isEmpty else { throw Failure(.arg, "Incorrect number of filter arguments") }
+        var lines: [String] = []
+        for (i, e) in p.queue.entries.enumerated() {
+            let info = p.songInfo(e.path)
+            let matches = filters.allSatisfy { name, value in
+                let values: [String]
+                switch name {
+                case "file": values = [uri(p, e.path)]
+                // Any tag; the file name is not a tag (as MPD).
+                case "any": values = tagTypes.compactMap { t in t.keys.lazy.compactMap { info.tags[$0] }.first }
+                default:
+                    guard let t = tagTypes.first(where: { $0.name.lowercased() == name }) else { return false }
+                    values = t.keys.compactMap { info.tags[$0] }.prefix(1).map { $0 }
+                }
+                return values.contains { exact ? $0 == value : $0.lowercased().contains(value.lowercased()) }
+            }
+            if matches { lines += song(p, i, path: nil) }
+        }
+        return lines
     }
 
     static func list(_ p: Player, _ a: [String]) throws -> [String] {
