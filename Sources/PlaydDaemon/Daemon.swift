@@ -75,7 +75,7 @@ public final class Daemon: @unchecked Sendable {
             func listener(_ name: String) -> ControlServer.Listener {
                 ControlServer.Listener(name: name, makeSession: {
                     MPDSession(password: password, maxCommandListBytes: listBytes, table: MPDCommands.info) {
-                        command, args throws(MPDSession.Failure) in try MPDCommands.execute(player, command, args)
+                        command, args, limit throws(MPDSession.Failure) in try MPDCommands.execute(player, command, args, binaryLimit: limit)
                     }
                 }, refusal: MPDSession.refusal)
             }
@@ -159,6 +159,7 @@ public final class Daemon: @unchecked Sendable {
         check("output.buffer_time", \.bufferTime); check("output.period_time", \.periodTime)
         check("engine.ring_frames", \.ringFrames); check("library.music_roots", \.musicRoots)
         check("library.database", \.libraryDatabase); check("state.file", \.stateFile)
+        check("library.playlist_directory", \.playlistDirectory)
         check("output.format_change", \.formatChange); check("volume.mixer", \.mixer)
         check("volume.mixer_device", \.mixerDevice); check("volume.mixer_control", \.mixerControl)
         check("mpd.enabled", \.mpdEnabled); check("mpd.socket", \.mpdSocket); check("mpd.tcp", \.mpdTCP)

@@ -36,6 +36,8 @@ public struct DaemonConfig: Sendable, Equatable {
     public var allowOutsideRoots = false
     /// `library.database`: the index. Empty: `library.db` next to the state file.
     public var libraryDatabase = ""
+    /// `library.playlist_directory`: stored playlists ("": `playlists` next to the state file).
+    public var playlistDirectory = ""
     /// `library.update_on_start`: scan the roots when playd starts.
     public var updateOnStart = true
     /// `state.file`: where playback state is saved. Empty: `$STATE_DIRECTORY/state.json`
@@ -174,6 +176,7 @@ public struct DaemonConfig: Sendable, Equatable {
             case "library.music_roots": musicRoots = try strings()
             case "library.allow_outside_roots": allowOutsideRoots = try bool()
             case "library.database": libraryDatabase = try string()
+            case "library.playlist_directory": playlistDirectory = try string()
             case "library.update_on_start": updateOnStart = try bool()
             case "state.file": stateFile = try string()
             case "state.save_interval": saveInterval = try int(1...86_400)
@@ -282,6 +285,13 @@ public struct DaemonConfig: Sendable, Equatable {
         if let sd = env("STATE_DIRECTORY")?.split(separator: ":").first { return "\(sd)/state.json" }
         if let x = env("XDG_STATE_HOME") { return x + "/playd/state.json" }
         return (env("HOME") ?? "/tmp") + "/.local/state/playd/state.json"
+    }
+
+    /// The stored playlists' folder after defaults.
+    public var resolvedPlaylistDirectory: String {
+        if !playlistDirectory.isEmpty { return playlistDirectory }
+        let state = resolvedStateFile
+        return String(state[..<(state.lastIndex(of: "/") ?? state.startIndex)]) + "/playlists"
     }
 
     /// The output spec with the fallback chain folded in.

@@ -31,11 +31,11 @@ public enum FuzzChecks {
     /// every reply is empty or whole lines and that nothing is accepted after `close`.
     public static func mpdLines(_ bytes: UnsafeBufferPointer<UInt8>) {
         let session = MPDSession(password: (bytes.first ?? 0) & 1 == 1 ? "secret" : nil) {
-            command, arguments throws(MPDSession.Failure) in
+            command, arguments, _ throws(MPDSession.Failure) in
             switch command {
             case "fail": throw MPDSession.Failure(.noExist, "No such song: \(arguments.first ?? "")")
-            case "big": return (0..<min(arguments.count * 50, 2000)).map { "line: \($0)" }
-            default: return arguments.enumerated().map { "arg\($0.offset): \($0.element.count)" }
+            case "big": return MPDSession.Reply(lines: (0..<min(arguments.count * 50, 2000)).map { "line: \($0)" })
+            default: return MPDSession.Reply(lines: arguments.enumerated().map { "arg\($0.offset): \($0.element.count)" })
             }
         }
         // Bytes, not Characters: "\r\n" is one Character, so hasSuffix("\n") is false for it.

@@ -94,15 +94,34 @@ public final class LineClient {
                 buffer.removeSubrange(...nl)
                 return line
             }
+            guard receive(timeoutMillis: timeoutMillis) else { return nil }
+        }
+    }
+
+    /// Reads exactly `count` bytes (an MPD binary chunk), or nil at end of stream /
+    /// timeout.
+    public func readBytes(_ count: Int, timeoutMillis: Int32 = -1) -> [UInt8]? {
+        while buffer.count < count {
+            guard receive(timeoutMillis: timeoutMillis) else { return nil }
+        }
+        let out = Array(buffer[..<count])
+        buffer.removeSubrange(..<count)
+        return out
+    }
+
+    /// Waits for bytes and appends them to `buffer`; false at end of stream / timeout.
+    private func receive(timeoutMillis: Int32) -> Bool {
+        while true {
             var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             let pr = poll(&p, 1, timeoutMillis)
-            if pr == 0 { return nil }
-            if pr < 0 { if errno == EINTR { continue }; return nil }
+            if pr == 0 { return false }
+            if pr < 0 { if errno == EINTR { continue }; return false }
             var chunk = [UInt8](repeating: 0, count: 65536)
             let n = recv(fd, &chunk, chunk.count, 0)
             if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return nil }
+            if n <= 0 { return false }
             buffer.append(contentsOf: chunk[..<n])
+            return true
         }
     }
 

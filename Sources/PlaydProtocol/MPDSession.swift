@@ -25,7 +25,34 @@ public final class MPDSession: LineSession {
     }
 
     /// Runs one command; returns its response lines (`key: value`), or throws.
-    public typealias Execute = (_ command: String, _ arguments: [String]) throws(Failure) -> [String]
+    /// `binaryLimit`: the most bytes of a binary reply the client takes at once
+    /// (`binarylimit`, 8192 by default as MPD's).
+    public typealias Execute = (_ command: String, _ arguments: [String], _ binaryLimit: Int) throws(Failure) -> Reply
+
+    /// MPD's default and smallest `binarylimit`; playd's largest is what one client
+    /// may have unsent (1 MiB, less the reply's lines).
+    public static let defaultBinaryLimit = 8192
+    public static let binaryLimits = 64...(1 << 20) - 4096
+
+    /// A command's answer: `key: value` lines, and for `albumart`/`readpicture` a chunk
+    /// of bytes sent after them as MPD does (`binary: N`, the N bytes, a newline).
+    public struct Reply: ExpressibleByArrayLiteral, Sendable {
+        public var lines: [String]
+        public var binary: [UInt8]?
+        public init(lines: [String], binary: [UInt8]? = nil) { self.lines = lines; self.binary = binary }
+        public init(arrayLiteral lines: String...) { self.lines = lines }
+
+        /// The bytes on the wire, before the closing `OK`/`list_OK`.
+        var bytes: [UInt8] {
+            var out = Array(lines.map { $0 + "\n" }.joined().utf8)
+            if let b = binary {
+                out += Array("binary: \(b.count)\n".utf8)
+                out += b
+                out.append(0x0A)
+            }
+            return out
+        }
+    }
 
     public static let protocolVersion = "0.23.5"
     /// The subsystems `idle` knows.
@@ -75,6 +102,8 @@ public final class MPDSession: LineSession {
     /// Inside `command_list_begin`: the lines so far, and whether `list_OK` is wanted.
     private var list: [String]?
     private var listOK = false
+    /// The client's `binarylimit`.
+    private var binaryLimit = MPDSession.defaultBinaryLimit
 
     public init(password: String?, maxCommandListBytes: Int = MPDSession.defaultMaxCommandListBytes,
                 table: [String: CommandInfo]? = nil, execute: @escaping Execute) {
@@ -93,52 +122,52 @@ public final class MPDSession: LineSession {
     /// One line, with every turn of a command list run at once (tests and the fuzzer).
     public func receive(_ bytes: [UInt8]) -> (reply: String, close: Bool) {
         var out = handle(bytes)
-        var text = out.text
+        var reply = out.bytes
         while out.more && !out.close {
             out = resume()
-            text += out.text
+            reply += out.bytes
         }
-        return (text, out.close)
+        return (String(decoding: reply, as: UTF8.self), out.close)
     }
 
     public func resume() -> SessionOutput {
         guard var r = running else { return SessionOutput() }
-        var out = ""
+        var out: [UInt8] = []
         let end = min(r.lines.count, r.next + Self.commandsPerTurn)
         while r.next < end {
             let i = r.next
             r.next += 1
             let line = r.lines[i]
             let words: [String]
-            do { words = try Self.split(line) } catch { running = nil; return SessionOutput(out + ack(error, index: i, command: "")) }
+            do { words = try Self.split(line) } catch { running = nil; return SessionOutput(bytes: out + ack(error, index: i, command: "").utf8) }
             guard let command = words.first else {
                 running = nil
-                return SessionOutput(out + ack(Failure(.unknown, "No command given"), index: i, command: ""))
+                return SessionOutput(bytes: out + ack(Failure(.unknown, "No command given"), index: i, command: "").utf8)
             }
             if command == "idle" || command.hasPrefix("command_list") {
                 running = nil
-                return SessionOutput(out + ack(Failure(.notList, "\(command) not allowed in a command list"), index: i, command: command))
+                return SessionOutput(bytes: out + ack(Failure(.notList, "\(command) not allowed in a command list"), index: i, command: command).utf8)
             }
             let wasAuthorized = authorized
             switch run(words) {
-            case .success(let lines): out += lines + (r.listOK ? "list_OK\n" : "")
+            case .success(let reply): out += reply + (r.listOK ? Array("list_OK\n".utf8) : [])
             case .failure(let f) where f.pending:
                 // Parked: this command runs again from the start when the work is done.
                 r.next = i
                 running = r
-                return SessionOutput(out, parked: true)
+                return SessionOutput(bytes: out, parked: true)
             case .failure(let f):
                 running = nil
-                return SessionOutput(out + ack(f, index: i, command: command),
+                return SessionOutput(bytes: out + ack(f, index: i, command: command).utf8,
                                      authFailed: command == "password" && !wasAuthorized && f.code == .password)
             }
         }
         if r.next == r.lines.count {
             running = nil
-            return SessionOutput(out + "OK\n")
+            return SessionOutput(bytes: out + "OK\n".utf8)
         }
         running = r
-        return SessionOutput(out, more: true)
+        return SessionOutput(bytes: out, more: true)
     }
 
     public func handle(_ bytes: [UInt8]) -> SessionOutput {
@@ -207,7 +236,7 @@ public final class MPDSession: LineSession {
         }
         let wasAuthorized = authorized
         switch run(words) {
-        case .success(let lines): return SessionOutput(lines + "OK\n")
+        case .success(let reply): return SessionOutput(bytes: reply + "OK\n".utf8)
         case .failure(let f) where f.pending:
             // Parked: a one-command list runs it again when resumed, and answers as a
             // single command would (no list_OK, "OK" or ACK at index 0).
@@ -241,13 +270,20 @@ public final class MPDSession: LineSession {
         return ready.sorted().map { "changed: \($0)\n" }.joined()
     }
 
-    private func run(_ words: [String]) -> Result<String, Failure> {
+    private func run(_ words: [String]) -> Result<[UInt8], Failure> {
         let command = words[0]
         if command == "password" {
             guard words.count == 2 else { return .failure(Failure(.arg, "wrong number of arguments for \"password\"")) }
             guard let p = password, words[1] == p else { return .failure(Failure(.password, "incorrect password")) }
             authorized = true
-            return .success("")
+            return .success([])
+        }
+        if command == "binarylimit" && authorized {
+            guard words.count == 2 else { return .failure(Failure(.arg, "wrong number of arguments for \"binarylimit\"")) }
+            guard let n = Int(words[1]) else { return .failure(Failure(.arg, "Integer expected: \(words[1])")) }
+            guard n >= Self.binaryLimits.lowerBound else { return .failure(Failure(.arg, "Value too small")) }
+            binaryLimit = min(n, Self.binaryLimits.upperBound)
+            return .success([])
         }
         if let table {
             let args = words.count - 1
@@ -257,8 +293,9 @@ public final class MPDSession: LineSession {
                 // allowed, and listed as MPD lists them.
                 let allowed = Set(table.filter { authorized || $0.value.permission == .none }.keys)
                     .union(["close", "commands", "idle", "noidle", "notcommands", "password"])
+                    .union(authorized ? ["binarylimit"] : [])
                 let list = command == "commands" ? allowed : Set(table.keys).subtracting(allowed)
-                return .success(list.sorted().map { "command: \($0)\n" }.joined())
+                return .success(Array(list.sorted().map { "command: \($0)\n" }.joined().utf8))
             }
             guard let info = table[command] else { return .failure(Failure(.unknown, "unknown command \"\(command)\"")) }
             if !authorized && info.permission != .none {
@@ -274,8 +311,7 @@ public final class MPDSession: LineSession {
             return .failure(Failure(.permission, "you don't have permission for \"\(command)\""))
         }
         do throws(Failure) {
-            let lines = try execute(command, Array(words.dropFirst()))
-            return .success(lines.map { $0 + "\n" }.joined())
+            return .success(try execute(command, Array(words.dropFirst()), binaryLimit).bytes)
         } catch {
             return .failure(error)
         }
@@ -324,8 +360,10 @@ public final class MPDSession: LineSession {
 
 /// What a session gives the server after a line or a turn.
 public struct SessionOutput: Equatable, Sendable {
-    /// Bytes to send (whole lines).
-    public var text: String
+    /// Bytes to send: whole lines, and for MPD's binary replies the bytes between them.
+    public var bytes: [UInt8]
+    /// ``bytes`` as text (the line protocols' replies are text but for binary chunks).
+    public var text: String { String(decoding: bytes, as: UTF8.self) }
     /// Close the connection once `text` is sent.
     public var close: Bool
     /// More work is pending: the server calls ``LineSession/resume()`` on a later turn,
@@ -341,7 +379,11 @@ public struct SessionOutput: Equatable, Sendable {
 
     public init(_ text: String = "", close: Bool = false, more: Bool = false, authFailed: Bool = false,
                 parked: Bool = false) {
-        self.text = text
+        self.init(bytes: Array(text.utf8), close: close, more: more, authFailed: authFailed, parked: parked)
+    }
+
+    public init(bytes: [UInt8], close: Bool = false, more: Bool = false, authFailed: Bool = false, parked: Bool = false) {
+        self.bytes = bytes
         self.close = close
         self.more = more
         self.authFailed = authFailed

@@ -27,6 +27,9 @@ public enum ProtocolErrorCode: String, CaseIterable, Sendable {
     case tooManyConnections = "too_many_connections"
     /// A playlist, folder or queue over its size limit (`limits.*`); nothing was added.
     case tooLarge = "too_large"
+    /// Stored playlists: no playlist of that name, or one of that name exists.
+    case noSuchPlaylist = "no_such_playlist"
+    case playlistExists = "playlist_exists"
     /// Anything unexpected; the message says what.
     case `internal` = "internal"
 }

@@ -108,3 +108,40 @@ struct Ls: ParsableCommand {
         for s in r["songs"]?.arrayValue ?? [] { print(SongView.render(s)) }
     }
 }
+
+struct Save: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Save the queue as a stored playlist NAME (MPD's `save`; an existing one is not replaced).")
+    @OptionGroup var connection: Connection
+    @Argument(help: "The playlist's name (no '/').") var name: String
+    func run() throws {
+        _ = try connection.send("save", [("name", .string(name))])
+        if !connection.json { print("saved \(name)") }
+    }
+}
+
+struct Load: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Add the stored playlist NAME to the end of the queue.")
+    @OptionGroup var connection: Connection
+    @Argument(help: "The playlist's name.") var name: String
+    func run() throws {
+        let r = try connection.send("load", [("name", .string(name))])
+        if !connection.json { print("added \(Int(r["added"]?.numberValue ?? 0)) entries (queue: \(Int(r["length"]?.numberValue ?? 0)))") }
+    }
+}
+
+struct Playlists: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List the stored playlists, or with NAME the files in one.")
+    @OptionGroup var connection: Connection
+    @Argument(help: "A playlist to list the files of.") var name: String?
+    func run() throws {
+        if let n = name {
+            let r = try connection.send("playlist", [("name", .string(n))])
+            if !connection.json { for f in r["files"]?.arrayValue ?? [] { print(f.stringValue ?? "") } }
+        } else {
+            let r = try connection.send("playlists", [])
+            if !connection.json { for p in r["playlists"]?.arrayValue ?? [] { print(p["name"]?.stringValue ?? "") } }
+        }
+    }
+}

@@ -176,6 +176,48 @@ struct MPDDifferentialTests {
         Session("replay_gain_mode bogus"),
         Session("replay_gain_mode"),
         Session("replay_gain_mode track", "replay_gain_status", "replay_gain_mode off", "replay_gain_status"),
+        // Stored playlists: each session removes what it made.
+        Session("listplaylists"),
+        Session("add flac-44100-2.flac", "add flac-48000-1.flac", "save a", "save a", "listplaylist a", "listplaylistinfo a",
+                "listplaylists", "rm a"),
+        Session("save b/c"),
+        Session(#"save """#),
+        Session("save"),
+        Session("listplaylist nope"),
+        Session("listplaylistinfo nope"),
+        Session("listplaylist"),
+        Session("add flac-44100-2.flac", "add flac-48000-1.flac", "save a", "playlistmove a 0 1", "listplaylist a",
+                "playlistmove a 0 9", "playlistmove a 1", "playlistdelete a abc", "playlistdelete a 9", "playlistdelete a 0",
+                "listplaylist a", "rm a"),
+        Session("playlistadd n flac-48000-1.flac", "playlistadd n nonexist.flac", "playlistadd n flac-44100-2.flac",
+                "playlistadd n flac-44100-2.flac 1", "playlistadd n flac-44100-2.flac 9", "playlistadd n flac-44100-2.flac x",
+                "listplaylist n", "playlistclear n", "listplaylist n", "rm n"),
+        Session("playlistadd", "playlistclear nope", "playlistdelete nope 0", "rm nope", "rm"),
+        Session("save x", "rename x y", "save x", "rename x y", "rename nope z", "rename x", "listplaylists", "rm x", "rm y"),
+        Session("add flac-44100-2.flac", "add flac-48000-1.flac", "save a", "clear", "load a 1:2", "playlistinfo",
+                "load a 0:9", "load a abc", "load a 5:6", "playlistinfo", "rm a"),
+        Session("load nope"),
+        // Cover art: the folder's cover (cover.png before cover.jpg), the embedded
+        // picture, chunked by offset and binarylimit.
+        Session("albumart flac-44100-2.flac 0"),
+        Session("albumart flac-44100-2.flac 100"),
+        Session("albumart flac-44100-2.flac 248"),
+        Session("albumart flac-44100-2.flac 99999"),
+        Session("albumart nonexist.flac 0"),
+        Session("albumart d2/a.flac 0"),
+        Session("albumart d3/a.flac 0", "albumart d3/a.flac 8192"),
+        Session("albumart flac-44100-2.flac"),
+        Session("albumart flac-44100-2.flac -1"),
+        Session("albumart http://x/y.mp3 0"),
+        Session("readpicture withpic.flac 0"),
+        Session("readpicture withpic.flac 704"),
+        Session("readpicture withpic.flac 8192"),
+        Session("readpicture flac-44100-2.flac 0"),
+        Session("readpicture nonexist.flac 0"),
+        Session("readpicture withpic.flac abc"),
+        Session("binarylimit 100", "albumart flac-44100-2.flac 0", "readpicture withpic.flac 600"),
+        Session("binarylimit 10"),
+        Session("binarylimit x"),
         Session("close"),
     ]
 
@@ -185,6 +227,10 @@ struct MPDDifferentialTests {
     static let knownDifferences: [(Session, String)] = [
         (Session("add mp3cbr-44100-2.mp3", "playlistinfo"),
          "an MP3's Format is 44100:f:2 (FFmpeg decodes MP3 to floating point), MPD's 44100:24:2 (libmad's 24-bit fixed point)"),
+        (Session("save a", "lsinfo", "rm a"),
+         "the top folder lists the MP3 with playd's Format (above); stored playlists follow the songs in both"),
+        (Session("albumart d1/a.flac 0"),
+         "playd also takes folder.jpg (and cover.jpeg/webp, folder.png) where MPD 0.23 takes only cover.png/jpg/tiff/bmp"),
         (Session("count group artist"), "count's group form is not built yet (issue 22)"),
         (Session("crossfade 5", "status", "crossfade 0"), "crossfade is not built yet: playd refuses a nonzero one (the crossfade issue)"),
         (Session("urlhandlers"), "playd lists no URL handlers yet, though it plays http and https (issue 22)"),
@@ -215,6 +261,12 @@ struct MPDDifferentialTests {
             var reply: [String] = []
             while true {
                 guard let l = c.readLine(timeoutMillis: 5000) else { reply.append("<closed or silent>"); break }
+                if l.hasPrefix("binary: "), let n = Int(l.dropFirst(8)) {
+                    // A chunk: its bytes, compared by a checksum, then its newline.
+                    guard let data = c.readBytes(n + 1, timeoutMillis: 5000) else { reply.append("<binary cut short>"); break }
+                    reply.append("\(l) fnv1a=\(data.dropLast().reduce(UInt64(14_695_981_039_346_656_037)) { ($0 ^ UInt64($1)) &* 1_099_511_628_211 }) then \(data.last ?? 0)")
+                    continue
+                }
                 let parts = l.split(separator: ":", maxSplits: 1)
                 reply.append(parts.count == 2 && masked.contains(String(parts[0])) ? "\(parts[0]): *" : l)
                 if l == "OK" || l.hasPrefix("ACK ") { break }
@@ -229,10 +281,24 @@ struct MPDDifferentialTests {
         let music = NSTemporaryDirectory() + "playd-diff-music-\(getpid())"
         try FileManager.default.createDirectory(atPath: music, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: music) }
+        try? FileManager.default.removeItem(atPath: music)
+        try FileManager.default.createDirectory(atPath: music, withIntermediateDirectories: true)
         for name in ["flac-44100-2.flac", "flac-48000-1.flac", "mp3cbr-44100-2.mp3"] {
-            try? FileManager.default.removeItem(atPath: music + "/" + name)
             try FileManager.default.copyItem(atPath: Fixtures.named(name).path, toPath: music + "/" + name)
         }
+        // Covers: a JPEG in the top folder; d1 has only folder.jpg, d2 a JPEG named
+        // cover.png, d3 both cover.png and cover.jpg; withpic.flac embeds a PNG.
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "color=c=red:s=64x64", "-frames:v", "1", music + "/cover.jpg"])
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "color=c=blue:s=200x200", "-frames:v", "1", music + "/pic.png"])
+        try Shell.ffmpeg(["-i", music + "/flac-44100-2.flac", "-i", music + "/pic.png", "-map", "0:a", "-map", "1", "-c", "copy",
+                          "-disposition:v", "attached_pic", music + "/withpic.flac"])
+        for (dir, copies) in [("d1", [("cover.jpg", "folder.jpg")]), ("d2", [("cover.jpg", "cover.png")]),
+                              ("d3", [("pic.png", "cover.png"), ("cover.jpg", "cover.jpg")])] {
+            try FileManager.default.createDirectory(atPath: music + "/" + dir, withIntermediateDirectories: true)
+            try FileManager.default.copyItem(atPath: Fixtures.named("flac-48000-1.flac").path, toPath: music + "/\(dir)/a.flac")
+            for (from, to) in copies { try FileManager.default.copyItem(atPath: music + "/" + from, toPath: music + "/\(dir)/\(to)") }
+        }
+        try FileManager.default.removeItem(atPath: music + "/pic.png")
         let mpd = try RealMPD(music: music)
         defer { mpd.stop() }
         let d = try DaemonHarness(extraConfig: "[library]\nmusic_roots = [\"\(music)\"]", output: "null")

@@ -11,7 +11,7 @@ struct MPDSessionTests {
 
     func session(password: String? = nil) -> (MPDSession, Log) {
         let log = Log()
-        let s = MPDSession(password: password) { command, args throws(MPDSession.Failure) in
+        let s = MPDSession(password: password) { command, args, _ throws(MPDSession.Failure) in
             log.calls.append([command] + args)
             if command == "fail" { throw MPDSession.Failure(.noExist, "No such song") }
             return command == "status" ? ["state: play"] : []
@@ -83,7 +83,7 @@ struct MPDSessionTests {
         let log = Log()
         final class Gate: @unchecked Sendable { var open = false }
         let gate = Gate()
-        let s = MPDSession(password: nil) { command, args throws(MPDSession.Failure) in
+        let s = MPDSession(password: nil) { command, args, _ throws(MPDSession.Failure) in
             log.calls.append([command] + args)
             if command == "add" && !gate.open { throw .workPending }
             return command == "status" ? ["state: play"] : []

@@ -70,6 +70,8 @@ public enum PlayerEvent: Sendable {
     /// The playing stream dropped; reconnect `attempt` comes after its backoff.
     case streamReconnecting(path: String, attempt: Int, cause: String)
     case streamReconnected(path: String)
+    /// A stored playlist was made, changed, renamed (its new name) or removed.
+    case storedPlaylist(name: String)
 
     /// What the event means for MPD's idle subsystems.
     public var changes: Changes {
@@ -82,6 +84,7 @@ public enum PlayerEvent: Sendable {
         case .skipped: return .queue
         case .options: return .options
         case .output: return .outputs
+        case .storedPlaylist: return .storedPlaylist
         case .updateStarted: return .update
         case .updateFinished(let r, _): return r.added + r.updated + r.removed > 0 ? [.update, .database] : .update
         case .underruns, .corruptPackets, .loopWrapped, .updateRunning: return []

@@ -63,6 +63,17 @@ public enum Command: Sendable {
     case output(name: String, enabled: Bool)
     /// Start a library scan (of a path under the roots, or all).
     case update(path: String?)
+    /// Stored playlists (``StoredPlaylists``): the queue saved under a new name; a
+    /// playlist's entries (a range of them) queued; entries appended, removed, moved;
+    /// a playlist emptied, renamed, removed.
+    case savePlaylist(String)
+    case loadPlaylist(String, range: Range<Int>?, place: Place)
+    case playlistAdd(String, sources: [String], at: Int?)
+    case playlistClear(String)
+    case playlistDelete(String, Range<Int>)
+    case playlistMove(String, from: Int, to: Int)
+    case playlistRename(String, to: String)
+    case playlistRemove(String)
 }
 
 /// What a command did, for the replies (everything else is read from the player).
@@ -85,7 +96,8 @@ public struct Outcome: Sendable, Equatable {
 public struct PlayerError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         fileprivate enum Kind: String { case badRequest, invalidArgument, notPlaying, noSuchEntry, outsideLibrary, tooLarge,
-                                             updateRunning, noLibrary, noMixer, stream, workPending }
+                                             updateRunning, noLibrary, noMixer, stream, workPending,
+                                             noSuchPlaylist, playlistExists }
         fileprivate let kind: Kind
         /// The engine's code, for `.stream`.
         public let stream: StreamError.Code?
@@ -98,6 +110,9 @@ public struct PlayerError: Error, Sendable, CustomStringConvertible {
         public static let updateRunning = Code(kind: .updateRunning, stream: nil)
         public static let noLibrary = Code(kind: .noLibrary, stream: nil)
         public static let noMixer = Code(kind: .noMixer, stream: nil)
+        /// Stored playlists: no playlist of that name; one exists already.
+        public static let noSuchPlaylist = Code(kind: .noSuchPlaylist, stream: nil)
+        public static let playlistExists = Code(kind: .playlistExists, stream: nil)
         /// Not an answer: the command waits for work off the control thread (a folder
         /// walk). The session parks and sends the same command again when resumed; no
         /// client ever sees this code.

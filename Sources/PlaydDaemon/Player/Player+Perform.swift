@@ -43,6 +43,9 @@ extension Player {
             (out.added, out.outsideRoots) = try add(sources, place: place)
         case .remove(let range): try remove(range)
         case .move(let range, let to): try move(range, to: to)
+        case .savePlaylist, .loadPlaylist, .playlistAdd, .playlistClear, .playlistDelete, .playlistMove,
+             .playlistRename, .playlistRemove:
+            out.added = try storedPlaylist(command)
         case .swap(let a, let b):
             let (i, j) = (try checkedIndex(a), try checkedIndex(b))
             if i != j { queue.swap(i, j) }

@@ -559,7 +559,7 @@ public final class ControlServer: @unchecked Sendable {
 
     /// A session's output: send it, close, keep it busy, or hold it after a wrong password.
     private func apply(_ c: ClientContext, _ out: SessionOutput) {
-        if !out.text.isEmpty { enqueueRaw(c, out.text) }
+        if !out.bytes.isEmpty { enqueueRaw(c, out.bytes) }
         if out.close { c.closing = true }
         c.busy = out.more && !out.close
         c.parked = out.parked && !out.close
@@ -581,16 +581,18 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     /// Queues text that carries its own newlines (another protocol's reply).
-    private func enqueueRaw(_ c: ClientContext, _ text: String) {
+    private func enqueueRaw(_ c: ClientContext, _ text: String) { enqueueRaw(c, Array(text.utf8)) }
+
+    private func enqueueRaw(_ c: ClientContext, _ bytes: [UInt8]) {
         guard !c.closing else { return }
-        if c.pending + text.utf8.count > Self.maxPendingBytes {
+        if c.pending + bytes.count > Self.maxPendingBytes {
             droppedSlowClients.add(1, ordering: .relaxed)
             c.closing = true
             c.output.removeAll()
             c.outputOffset = 0
             return
         }
-        c.output.append(contentsOf: text.utf8)
+        c.output.append(contentsOf: bytes)
     }
 
     private func flush(_ c: ClientContext) {

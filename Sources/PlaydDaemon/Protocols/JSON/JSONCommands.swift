@@ -118,6 +118,34 @@ enum JSONCommands {
             try c.player.perform(.setConsume(on))
             return JSONEncoding.options(c.player.queue)
         },
+        // Stored playlists (``StoredPlaylists``): `name` is one path component.
+        "save": { c in
+            try c.player.perform(.savePlaylist(try playlistName(c)))
+            return [("name", .string(try playlistName(c)))]
+        },
+        "load": { c in
+            let ids = try c.player.perform(.loadPlaylist(try playlistName(c), range: nil, place: .end)).added
+            return [("added", .int(Int64(ids.count))), ("length", .int(c.player.queue.count))]
+        },
+        "playlists": { c in
+            [("playlists", .array(c.player.storedPlaylists.list().map {
+                .obj(("name", .string($0.name)), ("modified", .int(Int64($0.modified))))
+            }))]
+        },
+        "playlist": { c in
+            let name = try playlistName(c)
+            do throws(StoredPlaylists.Error) {
+                return [("name", .string(name)), ("files", .array(try c.player.storedPlaylists.read(name).map(JSON.string)))]
+            } catch {
+                throw PlayerError(error.code == .noSuchPlaylist ? .noSuchPlaylist : error.code == .tooLarge ? .tooLarge : .invalidArgument,
+                                  error.message)
+            }
+        },
+        "remove_playlist": { c in try c.player.perform(.playlistRemove(try playlistName(c))); return [] },
+        "rename_playlist": { c in
+            guard let to = c["to"]?.stringValue else { throw PlayerError(.badRequest, "rename_playlist needs \"to\": the new name") }
+            try c.player.perform(.playlistRename(try playlistName(c), to: to)); return []
+        },
         // The library.
         "update": { c in
             let job = try c.player.perform(.update(path: c["path"]?.stringValue)).job ?? 0
@@ -347,6 +375,12 @@ enum JSONCommands {
         }
     }
 
+    /// The `name` of a stored playlist.
+    static func playlistName(_ c: Context) throws -> String {
+        guard let n = c["name"]?.stringValue else { throw PlayerError(.badRequest, "needs \"name\": a playlist name") }
+        return n
+    }
+
     /// The JSON code for a player error.
     static func code(_ e: PlayerError) -> String {
         switch e.code {
@@ -356,6 +390,8 @@ enum JSONCommands {
         case .outsideLibrary: return ProtocolErrorCode.outsideLibrary.rawValue
         case .tooLarge: return ProtocolErrorCode.tooLarge.rawValue
         case .updateRunning: return ProtocolErrorCode.updateRunning.rawValue
+        case .noSuchPlaylist: return ProtocolErrorCode.noSuchPlaylist.rawValue
+        case .playlistExists: return ProtocolErrorCode.playlistExists.rawValue
         default: return e.code.stream?.name ?? ProtocolErrorCode.internal.rawValue
         }
     }

@@ -37,6 +37,7 @@ enum JSONEncoding {
             return ev("update", [("state", .string("running")), ("job", .int(job)), ("scanned", .int(scanned)),
                                  ("rate", .number((rate * 10).rounded() / 10))])
         case .buffering(let url): return ev("buffering", [("file", .string(url))])
+        case .storedPlaylist(let name): return ev("stored_playlist", [("name", .string(name))])
         case .streamTitle(let path, let title):
             let parts = title.map(NetworkInput.splitTitle)
             return ev("metadata", [("file", .string(path)), ("stream_title", title.map(JSON.string) ?? .null),

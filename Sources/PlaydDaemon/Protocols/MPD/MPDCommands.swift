@@ -126,7 +126,51 @@ enum MPDCommands {
             if case .index(let at) = place, !(0...p.queue.count).contains(at) { throw Failure(.arg, "Bad song index") }
             return try p.perform(.add(sources: [path(p, a[0])], place: place)).added.prefix(1).map { "Id: \($0)" }
         },
-        Row("load", .add, 1...2) { p, a in try p.perform(.add(sources: [path(p, a[0])], place: .end)); return [] },
+        // A stored playlist, else a playlist file under the music folder (or a radio's
+        // playlist URL), as MPD looks for both.
+        Row("load", .add, 1...2) { p, a in
+            let r = try a.count == 2 ? loadRange(a[1]) : nil
+            if p.storedPlaylists.exists(a[0]) {
+                try p.perform(.loadPlaylist(a[0], range: r, place: .end)); return []
+            }
+            let source = path(p, a[0])
+            var st = stat()
+            guard NetworkInput.hasScheme(source) || PathBytes.stat(source, &st) == 0 else { throw Failure(.noExist, "No such playlist") }
+            try p.perform(.add(sources: [source], place: .end)); return []
+        },
+        Row("save", .control, 1...1) { p, a in try p.perform(.savePlaylist(a[0])); return [] },
+        Row("listplaylists", .read, 0...0) { p, _ in
+            p.storedPlaylists.list().flatMap { ["playlist: \($0.name)", "Last-Modified: \(isoTime($0.modified))"] }
+        },
+        Row("listplaylist", .read, 1...1) { p, a in try storedEntries(p, a[0]).map { "file: \(uri(p, $0))" } },
+        Row("listplaylistinfo", .read, 1...1) { p, a in
+            try storedEntries(p, a[0]).flatMap { e in
+                NetworkInput.hasScheme(e) ? ["file: \(e)"] : songLines(p, e, p.songInfo(e))
+            }
+        },
+        Row("playlistadd", .control, 2...3) { p, a in
+            let at = try a.count == 3 ? int(a[2]) : nil
+            do {
+                try p.perform(.playlistAdd(a[0], sources: [path(p, a[1])], at: at))
+            } catch let e as PlayerError where e.code.stream == .fileNotFound {
+                throw Failure(.noExist, "No such directory")
+            }
+            return []
+        },
+        Row("playlistclear", .control, 1...1) { p, a in try p.perform(.playlistClear(a[0])); return [] },
+        Row("playlistdelete", .control, 2...2) { p, a in
+            let arg = try rangeArgument(a[1])
+            let count = try storedEntries(p, a[0]).count
+            let hi = arg.isRange ? arg.end ?? count : arg.start + 1
+            guard arg.start < count, hi > arg.start, hi <= count else { throw Failure(.arg, "Bad song index") }
+            try p.perform(.playlistDelete(a[0], arg.start..<hi)); return []
+        },
+        Row("playlistmove", .control, 3...3) { p, a in
+            let (from, to) = (try int(a[1]), try int(a[2]))
+            try p.perform(.playlistMove(a[0], from: from, to: to)); return []
+        },
+        Row("rename", .control, 2...2) { p, a in try p.perform(.playlistRename(a[0], to: a[1])); return [] },
+        Row("rm", .control, 1...1) { p, a in try p.perform(.playlistRemove(a[0])); return [] },
         Row("delete", .control, 1...1) { p, a in try p.perform(.remove(try range(p, a[0]))); return [] },
         Row("deleteid", .control, 1...1) { p, a in
             let i = try p.index(ofID: try id(p, a[0]))
@@ -185,7 +229,6 @@ enum MPDCommands {
         Row("plchanges", .read, 1...2) { p, a in
             (try int(a[0])) == p.playlistVersion ? [] : (0..<p.queue.count).flatMap { song(p, $0, path: nil) }
         },
-        Row("listplaylists", .read, 0...0) { _, _ in [] },
         // Outputs.
         Row("outputs", .read, 0...0) { p, _ in
             p.engine.outputs().enumerated().flatMap { i, o in
@@ -198,6 +241,9 @@ enum MPDCommands {
         // Reflection.
         Row("tagtypes", .none, 0...Int.max) { _, _ in tagTypes.map { "tagtype: \($0.name)" } },
         Row("urlhandlers", .none, 0...0) { _, _ in [] },
+        // Cover art, in chunks (`picture`, run by `execute`: its reply is binary).
+        Row("albumart", .read, 2...2) { _, _ in [] },
+        Row("readpicture", .read, 2...2) { _, _ in [] },
         Row("decoders", .none, 0...0) { _, _ in ["plugin: ffmpeg"] + QueueSources.audioExtensions.sorted().map { "suffix: \($0)" } },
     ]
 
@@ -205,10 +251,14 @@ enum MPDCommands {
     static let handlers: [String: Handler] = Dictionary(uniqueKeysWithValues: rows.map { ($0.name, $0.run) })
 
     /// Runs a command the session has checked against ``info``.
-    static func execute(_ player: Player, _ command: String, _ args: [String]) throws(Failure) -> [String] {
-        guard let run = handlers[command] else { throw Failure(.unknown, "unknown command \"\(command)\"") }
+    static func execute(_ player: Player, _ command: String, _ args: [String],
+                        binaryLimit: Int = MPDSession.defaultBinaryLimit) throws(Failure) -> MPDSession.Reply {
         do {
-            return try run(player, args)
+            if command == "albumart" || command == "readpicture" {
+                return try picture(player, args, embedded: command == "readpicture", limit: binaryLimit)
+            }
+            guard let run = handlers[command] else { throw Failure(.unknown, "unknown command \"\(command)\"") }
+            return MPDSession.Reply(lines: try run(player, args))
         } catch let f as Failure {
             throw f
         } catch let e as PlayerError {
@@ -233,6 +283,8 @@ enum MPDCommands {
         case .updateRunning: return Failure(.updateAlready, e.message)
         case .noLibrary: return Failure(.system, "No database")
         case .noMixer: return Failure(.system, "No mixer")
+        case .noSuchPlaylist: return Failure(.noExist, e.message)
+        case .playlistExists: return Failure(.exist, e.message)
         case .badRequest, .invalidArgument: return Failure(.arg, e.message)
         default:
             switch e.code.stream {
@@ -306,6 +358,28 @@ enum MPDCommands {
         return r.start..<hi
     }
 
+    /// `load`'s range: "N" or "START:END"; a range past the end is cut at the end.
+    static func loadRange(_ text: String) throws -> Range<Int> {
+        let r = try rangeArgument(text)
+        let hi = r.isRange ? r.end ?? Int.max : r.start + 1
+        guard hi >= r.start else { throw Failure(.arg, "Malformed range: \(text)") }
+        return r.start..<hi
+    }
+
+    /// A stored playlist's entries (absolute paths and URLs).
+    static func storedEntries(_ p: Player, _ name: String) throws -> [String] {
+        do {
+            return try p.storedPlaylists.read(name)
+        } catch {
+            switch error.code {
+            case .noSuchPlaylist: throw Failure(.noExist, "No such playlist")
+            case .badName: throw Failure(.arg, "Bad playlist name")
+            case .tooLarge: throw Failure(.playlistMax, error.message)
+            default: throw Failure(.system, error.message)
+            }
+        }
+    }
+
     static func output(_ p: Player, _ arg: String, _ change: (Bool) -> Bool) throws -> [String] {
         let list = p.engine.outputs()
         let i = try int(arg)
@@ -316,16 +390,23 @@ enum MPDCommands {
 
     static func update(_ p: Player, _ a: [String]) throws -> [String] {
         guard p.library != nil else { throw Failure(.system, "No database") }
-        let job = try p.perform(.update(path: a.first.map { path(p, $0) })).job ?? 0
-        return ["updating_db: \(job)"]
+        // A scan already running (the one at start, say) answers for this request too:
+        // its job, as MPD queues an update rather than refusing it (`mpc update --wait`
+        // right after start failed otherwise).
+        let target = a.first.map { path(p, $0) }
+        do throws(PlayerError) {
+            let job = try p.perform(.update(path: target)).job ?? 0
+            return ["updating_db: \(job)"]
+        } catch {
+            guard error.code == .updateRunning, let job = p.library?.scanningJobID, job != 0 else { throw error }
+            return ["updating_db: \(job)"]
+        }
     }
 
     // MARK: - URIs
 
     /// The music directory MPD URIs are relative to: the first `library.music_roots`.
-    static func root(_ p: Player) -> String? {
-        p.library?.roots.first ?? p.config.musicRoots.first.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
-    }
+    static func root(_ p: Player) -> String? { p.firstMusicRoot }
 
     static func path(_ p: Player, _ uri: String) -> String {
         if uri.hasPrefix("/") { return uri }

@@ -166,6 +166,11 @@ extension MPDCommands {
         return songLines(p, s.path, info)
     }
 
+    /// The stored playlists as `lsinfo` lists them at the top (after the songs).
+    static func storedPlaylistLines(_ p: Player) -> [String] {
+        p.storedPlaylists.list().flatMap { ["playlist: \($0.name)", "Last-Modified: \(isoTime($0.modified))"] }
+    }
+
     /// `lsinfo`: the folders and audio files in a music-root folder (from the library
     /// index, with tags, when there is one).
     static func lsinfo(_ p: Player, _ target: String) throws -> [String] {
@@ -177,6 +182,7 @@ extension MPDCommands {
                 }
                 let (dirs, songs) = try library.ls(target.isEmpty ? nil : path(p, target))
                 return dirs.map { "directory: \(uri(p, $0))" } + songs.flatMap { librarySong(p, $0) }
+                    + (target.isEmpty || target == "/" ? storedPlaylistLines(p) : [])
             } catch {
                 throw Failure(.noExist, "No such directory")
             }
@@ -203,7 +209,7 @@ extension MPDCommands {
                 lines.append("file: \(uri(p, full))")
             }
         }
-        return lines
+        return lines + (target.isEmpty || target == "/" ? storedPlaylistLines(p) : [])
     }
 
     static func decimals(_ v: Double) -> String {

@@ -1,0 +1,69 @@
+import CoreStream
+import PlaydProtocol
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `albumart` (the cover file in a song's folder) and `readpicture` (the picture
+/// embedded in the song), in chunks as MPD sends them: `size:`, for `readpicture`
+/// `type:`, then `binary: N` and N bytes from the requested offset, at most the
+/// client's `binarylimit`. Home Assistant and phone clients fetch covers this way.
+extension MPDCommands {
+    /// MPD 0.23's cover names, in its order (it takes no other); then names other
+    /// players' rips use, which playd also takes (docs/protocol.md).
+    static let coverNames = ["cover.png", "cover.jpg", "cover.tiff", "cover.bmp",
+                             "cover.jpeg", "cover.webp", "folder.jpg", "folder.jpeg", "folder.png"]
+
+    static func picture(_ p: Player, _ a: [String], embedded: Bool, limit: Int) throws -> MPDSession.Reply {
+        let offset = try int(a[1])
+        guard offset >= 0 else { throw Failure(.arg, "Number too large: \(a[1])") }
+        let missing = Failure(.noExist, embedded ? "No such song" : "No file exists")
+        // A stream has no folder and is not opened here (no network I/O on this thread).
+        guard !NetworkInput.hasScheme(a[0]) else { throw missing }
+        let file = path(p, a[0])
+        if embedded {
+            var st = stat()
+            guard PathBytes.stat(file, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { throw missing }
+            let art: (mime: String, bytes: [UInt8])?
+            do {
+                art = try AudioDecoder.coverArt(path: file)
+            } catch {
+                if error.code == .outsideRoots { throw Failure(.permission, error.message) }
+                return []  // not media playd reads: no picture, as MPD answers
+            }
+            guard let art else { return [] }
+            guard offset <= art.bytes.count else { throw Failure(.arg, "Bad file offset") }
+            let end = offset + min(limit, art.bytes.count - offset)
+            return MPDSession.Reply(lines: ["size: \(art.bytes.count)", "type: \(art.mime)"], binary: Array(art.bytes[offset..<end]))
+        }
+        // The song's folder (MPD takes the folder of the URI whether or not the song
+        // exists).
+        let folder = file.lastIndex(of: "/").map { String(file[..<$0]) } ?? file
+        for name in coverNames {
+            let cover = folder + "/" + name
+            var st = stat()
+            guard PathBytes.stat(cover, &st) == 0 else { continue }
+            let opened: (fd: Int32, size: Int64)
+            do {
+                opened = try LocalFile.openRegular(cover)
+            } catch {
+                if error.code == .outsideRoots { throw Failure(.permission, error.message) }
+                continue
+            }
+            defer { close(opened.fd) }
+            let size = Int(opened.size)
+            guard offset <= size else { throw Failure(.arg, "Offset too large") }
+            var chunk = [UInt8](repeating: 0, count: min(limit, size - offset))
+            var have = 0
+            while have < chunk.count {
+                let n = chunk.withUnsafeMutableBytes { pread(opened.fd, $0.baseAddress! + have, $0.count - have, off_t(offset + have)) }
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { break }
+                have += n
+            }
+            chunk.removeSubrange(have...)
+            return MPDSession.Reply(lines: ["size: \(size)"], binary: chunk)
+        }
+        throw missing
+    }
+}
