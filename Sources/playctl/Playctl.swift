@@ -12,7 +12,9 @@ struct Playctl: ParsableCommand {
         abstract: "Control a running playd over its Unix socket.",
         discussion: """
         TIME is 83.5, 1:23.5 or 1:02:03 (seconds), +10 / -10 (relative), or 123456f (exact frames).
-        The socket is --socket, else $PLAYD_SOCKET, else the daemon's default.
+        The socket is --socket (before or after the subcommand), else $PLAYD_SOCKET, else
+        $XDG_RUNTIME_DIR/playd/control.sock if it exists, else /run/playd/control.sock.
+        Without a subcommand, playctl shows the status (as mpc does).
         Shell completion: playctl --generate-completion-script bash|zsh|fish.
         """,
         version: "0.2.0",
@@ -27,7 +29,25 @@ struct Playctl: ParsableCommand {
     /// turns bytes that are not UTF-8 into U+FFFD, so a file with a Latin-1 name could
     /// not be named at all.
     static func main() {
-        main((1..<Int(CommandLine.argc)).map { PathBytes.text(cString: CommandLine.unsafeArgv[$0]!) })
+        main(arranged((1..<Int(CommandLine.argc)).map { PathBytes.text(cString: CommandLine.unsafeArgv[$0]!) }))
+    }
+
+    /// mpc's habits: `--socket PATH` (and `--json`) may come before the subcommand as
+    /// well as after it, and a bare `playctl` shows the status.
+    static func arranged(_ args: [String]) -> [String] {
+        var globals: [String] = []
+        var rest = args[...]
+        while let a = rest.first, a == "--socket" || a.hasPrefix("--socket=") || a == "--json" {
+            globals.append(a)
+            rest = rest.dropFirst()
+            if a == "--socket", let value = rest.first {
+                globals.append(value)
+                rest = rest.dropFirst()
+            }
+        }
+        guard let first = rest.first else { return ["status"] + globals }
+        if first.hasPrefix("-") { return args }  // --help, --version, completion scripts
+        return [first] + globals + rest.dropFirst()
     }
 }
 
@@ -38,20 +58,41 @@ struct Connection: ParsableArguments {
     @Flag(name: .long, help: "Print the protocol's JSON.")
     var json = false
 
+    /// Where playd is looked for: `--socket`, else `$PLAYD_SOCKET`, else the user's own
+    /// daemon (`$XDG_RUNTIME_DIR/playd/control.sock`), else the system service's
+    /// (`/run/playd/control.sock`): the first of the last two that exists.
+    var candidates: [String] {
+        if let s = socket { return [s] }
+        if let e = getenv("PLAYD_SOCKET"), e.pointee != 0 { return [String(cString: e)] }
+        var list: [String] = []
+        if let x = getenv("XDG_RUNTIME_DIR"), x.pointee != 0 { list.append(String(cString: x) + "/playd/control.sock") }
+        return list + ["/run/playd/control.sock"]
+    }
+
     var path: String {
-        if let s = socket { return s }
-        if let e = getenv("PLAYD_SOCKET"), e.pointee != 0 { return String(cString: e) }
-        if let x = getenv("XDG_RUNTIME_DIR"), x.pointee != 0 { return String(cString: x) + "/playd/control.sock" }
-        return "/run/playd/control.sock"
+        let list = candidates
+        return list.first { p in
+            var st = stat()
+            return PathBytes.stat(p, &st) == 0 && (st.st_mode & S_IFMT) == S_IFSOCK
+        } ?? list[0]
     }
 
     func connect() throws -> LineClient {
+        let list = candidates
         do {
             return try LineClient(path: path)
         } catch .notListening(let p) {
-            fail("no playd listening on \(p); start it with `playd` (or `systemctl start playd`)", code: 3)
+            let tried = list.count > 1 ? " (looked for \(list.joined(separator: " and ")))" : ""
+            fail("no playd listening on \(p)\(tried); start it with `playd`, `systemctl --user start playd` "
+                 + "or `systemctl start playd`, or name its socket with --socket or $PLAYD_SOCKET", code: 3)
         } catch .permissionDenied(let p) {
-            fail("permission denied on \(p): ask to be added to the socket's group (usually audio)", code: 4)
+            var st = stat()
+            let group = PathBytes.stat(p, &st) == 0 ? getgrgid(st.st_gid).map { String(cString: $0.pointee.gr_name) } : nil
+            if let g = group {
+                fail("permission denied on \(p): it belongs to the group '\(g)'; join it (sudo usermod -aG \(g) $USER) "
+                     + "and log in again", code: 4)
+            }
+            fail("permission denied on \(p): ask to be added to the socket's group", code: 4)
         } catch {
             fail("\(error)", code: 3)
         }

@@ -479,6 +479,36 @@ struct DaemonTests {
         let r = try Shell.run([DaemonHarness.playctl, "status"], environment: ["PLAYD_SOCKET": "/tmp/no-such-playd.sock"])
         #expect(r.status == 3)
         #expect(r.stderr.contains("no playd listening on /tmp/no-such-playd.sock"))
+        // Without $PLAYD_SOCKET: the user's runtime folder, then the system service's.
+        let dir = NSTemporaryDirectory() + "playd-xdg-\(getpid())"
+        let looked = try Shell.run([DaemonHarness.playctl, "status"], environment: ["PLAYD_SOCKET": "", "XDG_RUNTIME_DIR": dir])
+        #expect(looked.status == 3)
+        #expect(looked.stderr.contains("looked for \(dir)/playd/control.sock and /run/playd/control.sock"), "\(looked.stderr)")
+    }
+
+    /// mpc's habits: `--socket` before or after the subcommand, a bare `playctl` is
+    /// `status`, and a socket the user may not open names its group.
+    @Test func playctlTakesMPCsHabits() throws {
+        let h = try DaemonHarness()
+        try h.start()
+        let before = try Shell.run([DaemonHarness.playctl, "--socket", h.socket, "status"], environment: ["PLAYD_SOCKET": ""])
+        let after = try Shell.run([DaemonHarness.playctl, "status", "--socket", h.socket], environment: ["PLAYD_SOCKET": ""])
+        let bare = try Shell.run([DaemonHarness.playctl], environment: ["PLAYD_SOCKET": h.socket])
+        let equals = try Shell.run([DaemonHarness.playctl, "--socket=\(h.socket)", "--json"], environment: ["PLAYD_SOCKET": ""])
+        #expect(before.status == 0 && after.status == 0 && bare.status == 0 && equals.status == 0, "\(before.stderr) \(after.stderr) \(bare.stderr)")
+        let out = String(decoding: before.stdout, as: UTF8.self)
+        #expect(out.contains("stopped"), "\(out)")
+        #expect(String(decoding: after.stdout, as: UTF8.self) == out)
+        #expect(String(decoding: bare.stdout, as: UTF8.self) == out)
+        #expect((try? JSON.parse(String(decoding: equals.stdout, as: UTF8.self)))?["state"]?.stringValue == "stopped")
+        // As nobody, a socket of mode 0660 owned by root's group is refused, and the
+        // message says which group to join.
+        let group = String(cString: getgrgid(0)!.pointee.gr_name)
+        let denied = try Shell.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", DaemonHarness.playctl,
+                                    "--socket", h.socket, "status"])
+        #expect(denied.status == 4, "\(denied.stderr)")
+        #expect(denied.stderr.contains("group '\(group)'") && denied.stderr.contains("usermod -aG \(group)"), "\(denied.stderr)")
+        #expect(h.terminate().status == 0)
     }
 
     /// `playctl watch` itself: it subscribes (its position ticks start), then prints the
