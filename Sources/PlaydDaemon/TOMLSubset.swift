@@ -1,6 +1,7 @@
 /// A strict reader for the subset of TOML that playd's config uses: `[table]` headers,
 /// `key = value` with basic "strings", 'literal strings', integers, floats, booleans
-/// and one-line arrays of those, and `#` comments. Every value remembers its line so
+/// and arrays of those (over several lines too, with a trailing comma), and `#`
+/// comments. Every value remembers its line so
 /// errors can name it. Anything outside the subset is an error, never ignored.
 struct TOMLSubset {
     enum Value: Equatable {
@@ -39,11 +40,27 @@ struct TOMLSubset {
     init(parsing text: String) throws(ParseError) {
         var table = ""
         var seenTables: Set<String> = []
-        for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let lineNo = n + 1
-            var line = Substring(raw)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        var n = 0
+        func clean(_ raw: Substring) -> Substring {
+            var line = raw
             if line.hasSuffix("\r") { line = line.dropLast() }
-            line = Self.trim(Self.stripComment(line))
+            return Self.trim(Self.stripComment(line))
+        }
+        while n < lines.count {
+            let lineNo = n + 1
+            var line = clean(lines[n])
+            n += 1
+            // An array may go on over the next lines (TOML allows newlines, comments
+            // and a trailing comma inside one): joined up to its closing bracket.
+            if let eq = line.firstIndex(of: "="), Self.trim(line[line.index(after: eq)...]).hasPrefix("[") {
+                var joined = String(line)
+                while Self.openBrackets(Substring(joined)) > 0 && n < lines.count {
+                    joined += " " + clean(lines[n])
+                    n += 1
+                }
+                line = Substring(joined)
+            }
             if line.isEmpty { continue }
             if line.hasPrefix("[") {
                 guard line.hasSuffix("]"), !line.hasPrefix("[[") else {
@@ -83,6 +100,19 @@ struct TOMLSubset {
         while s.first == " " || s.first == "\t" { s = s.dropFirst() }
         while s.last == " " || s.last == "\t" { s = s.dropLast() }
         return s
+    }
+
+    /// `[` minus `]` outside strings.
+    private static func openBrackets(_ s: Substring) -> Int {
+        var depth = 0, inBasic = false, inLiteral = false, escaped = false
+        for c in s {
+            if inBasic {
+                if escaped { escaped = false } else if c == "\\" { escaped = true } else if c == "\"" { inBasic = false }
+            } else if inLiteral {
+                if c == "'" { inLiteral = false }
+            } else if c == "\"" { inBasic = true } else if c == "'" { inLiteral = true } else if c == "[" { depth += 1 } else if c == "]" { depth -= 1 }
+        }
+        return depth
     }
 
     /// Drops a `#` comment that is not inside a string.

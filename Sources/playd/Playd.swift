@@ -154,8 +154,12 @@ extension Playd {
     func runDaemon() throws {
         var (cfg, path): (DaemonConfig, String?)
         do { (cfg, path) = try DaemonConfig.load(path: config) } catch {
+            // A config error is not a usage error: the file, line and key, no usage
+            // text, and EX_CONFIG (78), which systemd shows as "config".
             SDNotify.send("STATUS=config error: \(error.message)")
-            throw ValidationError(error.message)
+            var text = "playd: \(error.message)\n"
+            _ = text.withUTF8 { write(2, $0.baseAddress, $0.count) }
+            Glibc.exit(78)
         }
         if let s = socket { cfg.socketPath = s }
         if let o = output { cfg.outputDevice = o }

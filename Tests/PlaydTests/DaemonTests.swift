@@ -471,8 +471,10 @@ struct DaemonTests {
         #expect(h.terminate().status == 0)
         try "[output]\nbuffer_time = \"long\"\n".write(toFile: h.configPath, atomically: true, encoding: .utf8)
         let r = try Shell.run([DaemonHarness.playd, "--config", h.configPath])
-        #expect(r.status != 0)
+        // EX_CONFIG, the file, line and key, and no usage text: it is not a usage error.
+        #expect(r.status == 78)
         #expect(r.stderr.contains("line 2") && r.stderr.contains("output.buffer_time"))
+        #expect(!r.stderr.contains("Usage:"), "\(r.stderr)")
     }
 
     @Test func playctlReportsAMissingDaemonClearly() throws {

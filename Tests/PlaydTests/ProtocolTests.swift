@@ -110,6 +110,9 @@ struct ConfigTests {
         ("[limits]\nmax_connections = 0", "line 2: limits.max_connections: 0 is outside 1…1000"),
         ("[limits]\nmax_queue_length = 9223372036854775807", "line 2: limits.max_queue_length"),
         ("[mpd]\nmax_command_list_size = -1", "line 2: mpd.max_command_list_size"),
+        ("[library]\nmusic_roots = [\n  \"/a\",\n  1,\n]", "line 2: library.music_roots"),
+        ("[library]\nmusic_roots = [\n  \"/a\"\n", "line 2: expected ',' or ']'"),
+        ("[streams]\nprefill_kib = 64\nbuffer_kib = 32", "streams.prefill_kib (64) must not exceed streams.buffer_kib (32)"),
     ])
     func refusesWithKeyAndLine(_ text: String, _ expected: String) {
         do {
@@ -119,6 +122,20 @@ struct ConfigTests {
             #expect(error.message.hasPrefix("bad.toml: "))
             #expect(error.message.contains(expected), "\(error.message)")
         }
+    }
+
+    /// Arrays over several lines, with comments (a `]` in one too) and a trailing
+    /// comma, as TOML 1.0 allows.
+    @Test(arguments: [
+        ("music_roots = [\n  \"/a\",\n  \"/b\",\n]", ["/a", "/b"]),
+        ("music_roots = [   # the shop's folders ]\n  \"/a\", # first\n\n  '/b[1]'\n  ]", ["/a", "/b[1]"]),
+        ("music_roots = [\"/a\", \"/b\"]", ["/a", "/b"]),
+        ("music_roots = [\n]", []),
+    ])
+    func arraysMaySpanLines(_ text: String, _ roots: [String]) throws {
+        let c = try DaemonConfig(toml: "[library]\n" + text + "\nallow_outside_roots = true\n", path: "t.toml")
+        #expect(c.musicRoots == roots)
+        #expect(c.allowOutsideRoots)
     }
 
     @Test func theExampleConfigParsesToTheDefaults() throws {
