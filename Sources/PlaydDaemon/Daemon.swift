@@ -63,7 +63,8 @@ public final class Daemon: @unchecked Sendable {
             if let why = refused {
                 logger.warning("client refused: \(why)", metadata: meta)
             } else {
-                logger.info("client connected", metadata: meta)
+                // At debug: a status bar polling every second would fill the journal.
+                logger.debug("client connected", metadata: meta)
             }
         }
         if !server.access.isOpen && !config.mpdTCP.isEmpty {

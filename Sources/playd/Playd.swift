@@ -147,7 +147,11 @@ extension Playd {
     static func bootstrapLogging(_ level: Logger.Level) {
         LogLevelSwitch.set(level)
         // The level lives in LogLevelSwitch, so a reload (SIGHUP) changes it everywhere.
-        LoggingSystem.bootstrap { label in SwitchedLogHandler(StreamLogHandler.standardError(label: label)) }
+        // Under systemd, lines for the journal: with their priority, without a time.
+        let journal = JournalLogHandler.journalIsStderr
+        LoggingSystem.bootstrap { label in
+            SwitchedLogHandler(journal ? JournalLogHandler(label: label) : StreamLogHandler.standardError(label: label))
+        }
     }
 
     /// Daemon mode: config, flags over config, then serve until SIGTERM.

@@ -42,7 +42,8 @@ struct AccessTests {
     @Test(arguments: ["user", "group"])
     func aListedPeerIsLetInAndLogged(by: String) throws {
         let key = by == "user" ? "allowed_users = [\"\(getuid())\"]" : "allowed_groups = [\"\(getgid())\"]"
-        let d = try DaemonHarness(controlKeys: key)
+        // Connections are logged at debug.
+        let d = try DaemonHarness(extraConfig: "[log]\nlevel = \"debug\"", controlKeys: key)
         try d.start()
         let reply = try #require(d.request("status"))
         #expect(reply["ok"] == .bool(true))
@@ -58,7 +59,7 @@ struct AccessTests {
     /// user without that group is refused. Run under setpriv, so it checks the same
     /// whether the test runs as root (CI) or not.
     @Test func aSupplementaryGroupLetsAPeerIn() throws {
-        let d = try DaemonHarness(controlKeys: "allowed_groups = [\"4242\"]\nsocket_mode = \"0666\"")
+        let d = try DaemonHarness(extraConfig: "[log]\nlevel = \"debug\"", controlKeys: "allowed_groups = [\"4242\"]\nsocket_mode = \"0666\"")
         try d.start(ping: false)
         func playctl(_ groups: String) throws -> Shell.Output {
             try Shell.run(["setpriv", "--reuid=65534", "--regid=65534", groups, DaemonHarness.playctl, "status"],

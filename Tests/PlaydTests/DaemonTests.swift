@@ -488,6 +488,20 @@ struct DaemonTests {
         #expect(looked.stderr.contains("looked for \(dir)/playd/control.sock and /run/playd/control.sock"), "\(looked.stderr)")
     }
 
+    /// Under systemd (`$JOURNAL_STREAM` set) every line starts with its syslog priority,
+    /// so `journalctl -p err` works; a client's connection is a debug line, not info.
+    @Test func journalLinesCarryTheirPriority() throws {
+        let h = try DaemonHarness()
+        try h.start(environment: ["JOURNAL_STREAM": "8:12345"])
+        #expect(h.request("play", ("path", .string("/nonexistent/x.flac")))?["ok"] == .bool(false))
+        #expect(h.terminate().status == 0)
+        let lines = h.log.split(separator: "\n")
+        #expect(!lines.isEmpty)
+        for l in lines { #expect(l.range(of: #"^<[2-7]>"#, options: .regularExpression) != nil, "\(l)") }
+        #expect(lines.contains { $0.hasPrefix("<6>") && $0.contains("starting") }, "\(h.log)")
+        #expect(!h.log.contains("client connected"), "connections are logged at info: \(h.log)")
+    }
+
     /// mpc's habits: `--socket` before or after the subcommand, a bare `playctl` is
     /// `status`, and a socket the user may not open names its group.
     @Test func playctlTakesMPCsHabits() throws {
