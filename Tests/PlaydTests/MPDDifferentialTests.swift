@@ -167,6 +167,13 @@ struct MPDDifferentialTests {
         Session("shuffle"),
         Session("shuffle 0:5"),
         Session("add flac-44100-2.flac", "add flac-48000-1.flac", "shuffle 0:5", "shuffle 1:0", "playlistinfo 5"),
+        // Priorities.
+        Session("prio 5 0"),
+        Session("add flac-44100-2.flac", "add flac-48000-1.flac", "prio -1 0", "prio abc 0", "prio 5", "prio 5 0:9",
+                "prio 5 abc", "prio 7 0 1", "playlistinfo", "prio 0 1", "playlistinfo"),
+        Session("prioid 9 999"),
+        Session("prioid 300 1"),
+        Session("prioid 3"),
         // Crossfade (0 only until it is built) and ReplayGain.
         Session("crossfade 0", "status"),
         Session("crossfade abc"),
@@ -233,7 +240,7 @@ struct MPDDifferentialTests {
          "playd also takes folder.jpg (and cover.jpeg/webp, folder.png) where MPD 0.23 takes only cover.png/jpg/tiff/bmp"),
         (Session("count group artist"), "count's group form is not built yet (issue 22)"),
         (Session("crossfade 5", "status", "crossfade 0"), "crossfade is not built yet: playd refuses a nonzero one (the crossfade issue)"),
-        (Session("urlhandlers"), "playd lists no URL handlers yet, though it plays http and https (issue 22)"),
+        (Session("urlhandlers"), "playd lists the two it plays, http:// and https://; MPD 0.23 lists 28 (file, ftp, smb, rtsp, …)"),
     ]
 
     /// The replies of one session, one entry per reply (an entry is the reply's lines).

@@ -84,6 +84,28 @@ struct PlayQueueTests {
         #expect(again.entries.map(\.id) != after || range.count <= 2)
     }
 
+    /// In random mode a higher priority plays sooner (MPD's `prio`): after the current
+    /// entry, the rest of the order is by priority, equal ones in their random order.
+    @Test func priorityOrdersWhatIsLeftToPlayInRandomMode() {
+        var q = queue(8)
+        q.setShuffle(true)
+        q.setCurrent(q.successor())
+        q.setPriority(200, at: [7])
+        q.setPriority(100, at: [2, 5])
+        var heard: [Int] = []
+        while let n = q.successor(), heard.count < 7 { heard.append(n); q.setCurrent(n) }
+        // (Whichever of them was playing already is not among them.)
+        let prios = heard.map { q.entries[$0].priority }
+        #expect(prios == prios.sorted(by: >), "priorities heard in this order: \(prios)")
+        #expect(prios.filter { $0 > 0 }.count >= 2)
+        #expect(Set(heard).count == 7)
+        // Outside random mode the order stays the queue's.
+        var plain = queue(3)
+        plain.setPriority(9, at: [2])
+        plain.setCurrent(0)
+        #expect(plain.successor() == 1)
+    }
+
     @Test func oneshotTurnsItselfOffWhenTheSongChanges() {
         var q = queue(3)
         q.single = .oneshot

@@ -41,6 +41,8 @@ public enum Command: Sendable {
     /// Queue entries `range` out (one state write, one notification, however many).
     case remove(Range<Int>)
     case move(Range<Int>, to: Int)
+    /// MPD's priority for the entries at these indices (0…255).
+    case priority(Int, indices: [Int])
     /// Two entries change places (MPD `swap`/`swapid`).
     case swap(Int, Int)
     /// The entries in the range (nil: all) in a new random order; a playing entry in

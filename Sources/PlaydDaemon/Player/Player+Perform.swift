@@ -46,6 +46,10 @@ extension Player {
         case .savePlaylist, .loadPlaylist, .playlistAdd, .playlistClear, .playlistDelete, .playlistMove,
              .playlistRename, .playlistRemove:
             out.added = try storedPlaylist(command)
+        case .priority(let p, let indices):
+            guard (0...255).contains(p) else { throw PlayerError(.invalidArgument, "priority \(p) is outside 0…255") }
+            queue.setPriority(p, at: try indices.map(checkedIndex))
+            queueChanged()
         case .swap(let a, let b):
             let (i, j) = (try checkedIndex(a), try checkedIndex(b))
             if i != j { queue.swap(i, j) }

@@ -10,6 +10,8 @@ public struct PlayQueue: Sendable, Equatable {
     public struct Entry: Sendable, Equatable {
         public let id: Int
         public var path: String
+        /// MPD's priority (0…255): in random mode, higher ones play first.
+        public var priority = 0
     }
 
     /// The JSON protocol's one-word view of `repeats` and `single`: `one` is MPD's
@@ -117,6 +119,22 @@ public struct PlayQueue: Sendable, Equatable {
         let e = entries.remove(at: from)
         entries.insert(e, at: to)
         current = currentID.flatMap { index(ofID: $0) }
+    }
+
+    /// Sets the priority of the entries at `indices`; in random mode, what is still to
+    /// play after the current entry is ordered by priority, highest first (as MPD:
+    /// equal priorities keep their random order).
+    public mutating func setPriority(_ priority: Int, at indices: [Int]) {
+        for i in indices where entries.indices.contains(i) { entries[i].priority = min(max(priority, 0), 255) }
+        guard shuffle else { return }
+        let from = (current.flatMap { c in order.firstIndex(of: entries[c].id) } ?? -1) + 1
+        guard from < order.count else { return }
+        let prio = Dictionary(uniqueKeysWithValues: entries.map { ($0.id, $0.priority) })
+        let rest = order[from...].enumerated().sorted { a, b in
+            let (pa, pb) = (prio[a.element] ?? 0, prio[b.element] ?? 0)
+            return pa != pb ? pa > pb : a.offset < b.offset
+        }.map(\.element)
+        order.replaceSubrange(from..., with: rest)
     }
 
     /// The entries at `i` and `j` change places.

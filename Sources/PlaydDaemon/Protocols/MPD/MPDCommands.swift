@@ -213,6 +213,23 @@ enum MPDCommands {
             if r.count > 1 { try p.perform(.shuffle(r)) }
             return []
         },
+        // Priorities, for random mode. Ranges past the end are cut at the end (as MPD).
+        Row("prio", .control, 2...Int.max) { p, a in
+            let prio = try priority(a[0])
+            var indices: [Int] = []
+            for text in a.dropFirst() {
+                let r = try rangeArgument(text)
+                let hi = min(r.isRange ? r.end ?? p.queue.count : r.start + 1, p.queue.count)
+                if r.start < hi { indices += Array(r.start..<hi) }
+            }
+            if !indices.isEmpty { try p.perform(.priority(prio, indices: indices)) }
+            return []
+        },
+        Row("prioid", .control, 2...Int.max) { p, a in
+            let prio = try priority(a[0])
+            let indices = try a.dropFirst().map { try p.index(ofID: try id(p, $0)) }
+            try p.perform(.priority(prio, indices: indices)); return []
+        },
         Row("playlistfind", .read, 1...Int.max) { p, a in try queueFind(p, a, exact: true) },
         Row("playlistsearch", .read, 1...Int.max) { p, a in try queueFind(p, a, exact: false) },
         Row("playlistinfo", .read, 0...1) { p, a in
@@ -240,7 +257,7 @@ enum MPDCommands {
         Row("toggleoutput", .admin, 1...1) { p, a in try output(p, a[0], { !$0 }) },
         // Reflection.
         Row("tagtypes", .none, 0...Int.max) { _, _ in tagTypes.map { "tagtype: \($0.name)" } },
-        Row("urlhandlers", .none, 0...0) { _, _ in [] },
+        Row("urlhandlers", .none, 0...0) { _, _ in ["handler: http://", "handler: https://"] },
         // Cover art, in chunks (`picture`, run by `execute`: its reply is binary).
         Row("albumart", .read, 2...2) { _, _ in [] },
         Row("readpicture", .read, 2...2) { _, _ in [] },
@@ -356,6 +373,13 @@ enum MPDCommands {
         let hi = r.isRange ? (r.end ?? count) : r.start + 1
         guard hi > r.start, hi <= count else { throw Failure(.arg, "Bad song index") }
         return r.start..<hi
+    }
+
+    /// A priority, 0…255, in MPD's words.
+    static func priority(_ text: String) throws -> Int {
+        let v = try int(text)
+        guard (0...255).contains(v) else { throw Failure(.arg, "Number too large: \(text)") }
+        return v
     }
 
     /// `load`'s range: "N" or "START:END"; a range past the end is cut at the end.

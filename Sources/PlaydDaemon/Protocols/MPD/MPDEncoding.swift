@@ -97,7 +97,10 @@ extension MPDCommands {
         } else {
             lines = songLines(p, file, p.songInfo(file))
         }
-        if let i = index { lines += ["Pos: \(i)", "Id: \(queue.entries[i].id)"] }
+        if let i = index {
+            lines += ["Pos: \(i)", "Id: \(queue.entries[i].id)"]
+            if queue.entries[i].priority > 0 { lines.append("Prio: \(queue.entries[i].priority)") }
+        }
         return lines
     }
 
