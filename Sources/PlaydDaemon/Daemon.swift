@@ -163,6 +163,7 @@ public final class Daemon: @unchecked Sendable {
         check("library.playlist_directory", \.playlistDirectory)
         check("output.format_change", \.formatChange); check("volume.mixer", \.mixer)
         check("volume.mixer_device", \.mixerDevice); check("volume.mixer_control", \.mixerControl)
+        check("volume.start", \.volumeStart); check("volume.max", \.volumeMax)
         check("mpd.enabled", \.mpdEnabled); check("mpd.socket", \.mpdSocket); check("mpd.tcp", \.mpdTCP)
         check("mpd.password", \.mpdPassword); check("mpd.max_command_list_size", \.maxCommandListKiB)
         // What does change now.

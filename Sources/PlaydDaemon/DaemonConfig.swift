@@ -58,6 +58,10 @@ public struct DaemonConfig: Sendable, Equatable {
     public var mixerControl = "Master"
     /// `mpd.enabled`, `mpd.socket` (default: mpd.sock next to the control socket),
     /// `mpd.tcp` (host:port, off when empty) and `mpd.password` (none when empty).
+    /// `volume.start`: the volume at every start (-1: the one saved in the state file).
+    public var volumeStart = -1
+    /// `volume.max`: the highest volume a client may set (a request above it gets it).
+    public var volumeMax = 100
     public var mpdEnabled = true
     public var mpdSocket = ""
     public var mpdTCP = ""
@@ -198,6 +202,8 @@ public struct DaemonConfig: Sendable, Equatable {
                 guard ["software", "hardware", "none"].contains(s) else { throw fail("'\(s)' must be software, hardware or none") }
                 mixer = s
             case "volume.mixer_device": mixerDevice = try string()
+            case "volume.start": volumeStart = try int(-1...100)
+            case "volume.max": volumeMax = try int(0...100)
             case "volume.mixer_control": mixerControl = try string()
             case "volume.replaygain":
                 let s = try string()

@@ -488,6 +488,29 @@ struct DaemonTests {
         #expect(looked.stderr.contains("looked for \(dir)/playd/control.sock and /run/playd/control.sock"), "\(looked.stderr)")
     }
 
+    /// A shop's volume: every start at `volume.start`, whatever was saved; no client
+    /// above `volume.max` (JSON, mpc, a relative change), each request set to the cap.
+    @Test func volumeStartsAtItsLevelAndStaysUnderItsCap() throws {
+        let h = try DaemonHarness(extraConfig: "[volume]\nstart = 40\nmax = 60")
+        try h.start()
+        func volume() -> Double? { h.request("status")?["volume"]?.numberValue }
+        #expect(volume() == 40)
+        #expect(h.request("volume", ("set", .int(100)))?["ok"] == .bool(true))
+        #expect(volume() == 60)
+        #expect(h.request("volume", ("set", .int(30)))?["ok"] == .bool(true))
+        #expect(volume() == 30)
+        let mpc = try Shell.run(["mpc", "-h", h.dir + "/mpd.sock", "volume", "+50"])
+        #expect(mpc.status == 0, "\(mpc.stderr)")
+        #expect(volume() == 60)
+        let setvol = try Shell.run(["mpc", "-h", h.dir + "/mpd.sock", "volume", "95"])
+        #expect(setvol.status == 0 && volume() == 60)
+        #expect(h.terminate().status == 0)
+        // The saved 60 is not what the next start plays at.
+        try h.start()
+        #expect(volume() == 40)
+        #expect(h.terminate().status == 0)
+    }
+
     /// Under systemd (`$JOURNAL_STREAM` set) every line starts with its syslog priority,
     /// so `journalctl -p err` works; a client's connection is a debug line, not info.
     @Test func journalLinesCarryTheirPriority() throws {

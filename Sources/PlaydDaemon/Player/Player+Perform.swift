@@ -208,10 +208,10 @@ extension Player {
         switch v {
         case .set(let n):
             guard (0...100).contains(n) else { throw PlayerError(.invalidArgument, "the volume is a whole number 0…100, not \(n)") }
-            level.volume = n
+            level.volume = min(n, config.volumeMax)
         case .change(let d):
             guard (-100...100).contains(d) else { throw PlayerError(.invalidArgument, "a volume change is −100…100, not \(d)") }
-            level.volume = min(100, max(0, level.volume + d))
+            level.volume = min(config.volumeMax, max(0, level.volume + d))
         }
         try applyLevel(level)
     }

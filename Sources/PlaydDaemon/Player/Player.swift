@@ -127,7 +127,10 @@ public final class Player: @unchecked Sendable {
         ec.feeds = try config.feeds.map { spec throws(StreamError) in try FeedOutput(spec: spec) }
         let box = EventSink()
         engine = PlaybackEngine(configuration: ec, logger: logger) { event in box.forward(event) }
-        engine.setLevel(Self.level(config, engine.status().level))
+        var startLevel = Self.level(config, engine.status().level)
+        if config.volumeStart >= 0 { startLevel.volume = config.volumeStart }
+        startLevel.volume = min(startLevel.volume, config.volumeMax)
+        engine.setLevel(startLevel)
         if config.mixer == "hardware" {
             do {
                 hardwareMixer = try ALSAMixer(device: config.mixerDevice, control: config.mixerControl)
@@ -383,8 +386,11 @@ public final class Player: @unchecked Sendable {
             try? engine.setOutputEnabled(name, false)
         }
         var level = currentLevel()
-        // A hardware mixer keeps its own level (others may set it); the software one is ours.
+        // A hardware mixer keeps its own level (others may set it); the software one is
+        // ours. `volume.start` overrides the saved one; `volume.max` caps both.
         if hardwareMixer == nil { level.volume = st.volume }
+        if config.volumeStart >= 0 { level.volume = config.volumeStart }
+        level.volume = min(level.volume, config.volumeMax)
         level.muted = st.muted
         _ = try? applyLevel(level)
         guard let file = st.file, config.resume != "stopped", st.state != "stopped" else { return }
