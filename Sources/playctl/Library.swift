@@ -145,3 +145,82 @@ struct Playlists: ParsableCommand {
         }
     }
 }
+
+struct Current: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print what plays, one line, for status bars (as `mpc current`; nothing when stopped).",
+        discussion: """
+        FORMAT (as mpc's): %artist%, %title%, %album%, %albumartist%, %track%, %disc%, %date%, \
+        %genre%, %name% (a radio's station), %file%, %time% (length), %position% (1-based), %id%. \
+        [ … ] is left out when a field in it is empty; a|b takes the first that prints something; \
+        # escapes the next character. \
+        The default is mpc's: [%name%: &[%artist% - ]%title%]|%name%|[%artist% - ]%title%|%file%
+        """)
+    @OptionGroup var connection: Connection
+    @Option(name: [.short, .customLong("format")], help: "What to print (see below).")
+    var format = "[%name%: &[%artist% - ]%title%]|%name%|[%artist% - ]%title%|%file%"
+    func run() throws {
+        let s = try connection.send("status")
+        guard !connection.json, let file = s["file"]?.stringValue else { return }
+        var fields: [String: String] = ["file": file]
+        for key in ["artist", "title", "album", "genre", "date"] { fields[key] = s[key]?.stringValue }
+        fields["albumartist"] = s["album_artist"]?.stringValue
+        for key in ["track", "disc"] { if let n = s[key]?.numberValue { fields[key] = String(Int(n)) } }
+        if let d = s["duration"]?.numberValue { fields["time"] = formatClock(d) }
+        fields["name"] = s["stream"]?["station"]?.stringValue
+        if let i = s["queue"]?["current"]?.numberValue { fields["position"] = String(Int(i) + 1) }
+        if let id = s["queue"]?["current_id"]?.numberValue { fields["id"] = String(Int(id)) }
+        print(MPCFormat.render(format, fields) ?? "")
+    }
+}
+
+/// mpc's song format: `%field%`; `[ … ]` is left out when a field in it is empty;
+/// `a|b` is the first alternative that prints something with every field present;
+/// `&` joins (a group with `&` needs both sides); `#` escapes the next character.
+enum MPCFormat {
+    static func render(_ format: String, _ fields: [String: String]) -> String? {
+        var chars = Array(format)[...]
+        return alternatives(&chars, fields)
+    }
+
+    /// `a|b|…` up to a closing `]` (not consumed) or the end: the first alternative
+    /// with every field present and something printed; nil when there is none.
+    private static func alternatives(_ s: inout ArraySlice<Character>, _ f: [String: String]) -> String? {
+        var chosen: String?
+        while true {
+            let r = sequence(&s, f)
+            if chosen == nil, let r, !r.isEmpty { chosen = r }
+            guard s.first == "|" else { break }
+            s = s.dropFirst()
+        }
+        return chosen
+    }
+
+    /// Text, fields and groups up to `|`, `]` or the end; nil when a field is empty.
+    private static func sequence(_ s: inout ArraySlice<Character>, _ f: [String: String]) -> String? {
+        var out = ""
+        var missing = false
+        while let c = s.first, c != "|", c != "]" {
+            s = s.dropFirst()
+            switch c {
+            case "%":
+                // A `%` without a closing one is itself (as mpc).
+                guard let close = s.firstIndex(of: "%") else { out.append(c); continue }
+                let name = String(s[..<close])
+                s = s[s.index(after: close)...]
+                if let v = f[name], !v.isEmpty { out += v } else { missing = true }
+            case "[":
+                let inner = alternatives(&s, f)
+                if s.first == "]" { s = s.dropFirst() }
+                out += inner ?? ""
+            case "&":
+                continue
+            case "#":
+                if let d = s.first { out.append(d); s = s.dropFirst() }
+            default:
+                out.append(c)
+            }
+        }
+        return missing ? nil : out
+    }
+}

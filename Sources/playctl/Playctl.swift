@@ -22,7 +22,7 @@ struct Playctl: ParsableCommand {
                       Volume.self, Mute.self, Unmute.self, Cover.self, Outputs.self, Output.self,
                       Add.self, Insert.self, Remove.self, Move.self, Clear.self, Queue.self, Next.self, Prev.self,
                       RepeatMode.self, SingleMode.self, Shuffle.self, Consume.self, Export.self,
-                      Update.self, Search.self, Find.self, List.self, Ls.self, Save.self, Load.self, Playlists.self,
+                      Update.self, Search.self, Find.self, List.self, Ls.self, Save.self, Load.self, Playlists.self, Current.self,
                       Status.self, Watch.self, Ping.self])
 
     /// The arguments as bytes, escaped as ``PathBytes`` says: `CommandLine.arguments`

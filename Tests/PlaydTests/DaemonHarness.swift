@@ -108,7 +108,9 @@ final class DaemonHarness {
     }
 
     /// Runs playctl with the harness socket; returns (status, stdout, stderr).
-    func playctl(_ args: String...) throws -> (Int32, String, String) {
+    func playctl(_ args: String...) throws -> (Int32, String, String) { try playctl(args) }
+
+    func playctl(_ args: [String]) throws -> (Int32, String, String) {
         let r = try Shell.run([Self.playctl] + args, environment: ["PLAYD_SOCKET": socket])
         return (r.status, String(decoding: r.stdout, as: UTF8.self), r.stderr)
     }

@@ -511,6 +511,33 @@ struct DaemonTests {
         #expect(h.terminate().status == 0)
     }
 
+    /// `playctl current` prints what `mpc current` prints for the same song and format
+    /// (mpc formats it itself from playd's MPD replies: the independent reference).
+    @Test(arguments: [nil, "%artist% - %title%", "[%album% ]#%track%", "[[%name%: ]%artist% - ]%title% (%time%)",
+                      "%genre%|%date%|unknown", "[%composer%]|none"])
+    func currentPrintsWhatMPCPrints(format: String?) throws {
+        let h = try DaemonHarness(extraConfig: "[library]\nmusic_roots = [\"$DIR/music\"]")
+        try FileManager.default.createDirectory(atPath: h.dir + "/music", withIntermediateDirectories: true)
+        let song = h.dir + "/music/song.flac"
+        try Shell.ffmpeg(["-i", Fixtures.named("flac-44100-2.flac").path, "-metadata", "artist=Daft Punk", "-metadata", "title=One More Time",
+                          "-metadata", "album=Discovery", "-metadata", "track=1", "-metadata", "date=2001", "-c", "copy", song])
+        try h.start()
+        let f = format.map { ["-f", $0] } ?? []
+        func both() throws -> (String, String) {
+            let mine = try h.playctl(["current"] + f)
+            let mpc = try Shell.run(["mpc", "-h", h.dir + "/mpd.sock", "current"] + f)
+            #expect(mine.0 == 0 && mpc.status == 0, "\(mine.2) \(mpc.stderr)")
+            return (mine.1, String(decoding: mpc.stdout, as: UTF8.self))
+        }
+        let stopped = try both()
+        #expect(stopped.0 == stopped.1 && stopped.0.isEmpty, "stopped: playctl \(stopped.0) mpc \(stopped.1)")
+        #expect(h.request("play", ("path", .string(song)))?["ok"] == .bool(true))
+        #expect(h.request("pause")?["ok"] == .bool(true))
+        let (mine, mpc) = try both()
+        #expect(mine == mpc && !mine.isEmpty, "playctl \(mine) mpc \(mpc)")
+        #expect(h.terminate().status == 0)
+    }
+
     /// Under systemd (`$JOURNAL_STREAM` set) every line starts with its syslog priority,
     /// so `journalctl -p err` works; a client's connection is a debug line, not info.
     @Test func journalLinesCarryTheirPriority() throws {
