@@ -55,7 +55,7 @@ let package = Package(
         .executableTarget(
             name: "playd",
             dependencies: [
-                "CoreStream", "PlaydDaemon",
+                "CoreStream", "PlaydDaemon", "PlaydProtocol",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]

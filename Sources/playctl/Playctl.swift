@@ -136,7 +136,16 @@ func absolute(_ path: String) -> String {
 
 struct Play: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Play FILE (outside the queue), a queue entry (--index, --id), or start the queue.")
+        abstract: "Play FILE (outside the queue), a folder or playlist (queued, then its first file), a queue entry (--index, --id), or start the queue.")
+
+    /// A local folder or playlist file, which `play` queues rather than plays alone.
+    static func isCollection(_ path: String) -> Bool {
+        guard !NetworkInput.hasScheme(path) else { return false }
+        var st = stat()
+        if PathBytes.stat(absolute(path), &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR { return true }
+        let ext = path.split(separator: ".").last.map { $0.lowercased() } ?? ""
+        return ["m3u", "m3u8", "pls"].contains(ext) && PathBytes.stat(absolute(path), &st) == 0
+    }
     @OptionGroup var connection: Connection
     @Argument(help: "Audio file.") var file: String?
     @Option(name: .long, help: "Start at TIME.") var at: String?
@@ -144,6 +153,14 @@ struct Play: ParsableCommand {
     @Option(name: .long, help: "Play the queue entry with this id.") var id: Int?
     func run() throws {
         var fields: [(String, JSON)] = []
+        if let file, at == nil, Self.isCollection(file) {
+            // A folder or a playlist: its files join the queue, and the first of them plays.
+            let r = try connection.send("add", [("paths", .array([.string(absolute(file))]))])
+            guard let first = r["added"]?.arrayValue?.first else { fail("\(file): nothing in it to play", code: 1) }
+            try connection.send("play", [("entry", first)])
+            if !connection.json { print("queued \(r["added"]?.arrayValue?.count ?? 0) from \(absolute(file)), playing the first") }
+            return
+        }
         if let file {
             fields.append(("path", .string(absolute(file))))
         } else if let index {

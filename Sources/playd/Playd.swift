@@ -3,6 +3,7 @@ import CoreStream
 import CLinux
 import Logging
 import PlaydDaemon
+import PlaydProtocol
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -54,8 +55,8 @@ struct Playd: ParsableCommand {
     @Flag(name: .long, help: "Play the generated demo track.")
     var demo = false
 
-    @Option(name: .long, help: "Start the first file at this many seconds.")
-    var start: Double?
+    @Option(name: .long, help: "Start the first file at TIME: 83.5, 1:23.5, 1:02:03 (seconds) or 123456f (frames).")
+    var start: String?
 
     @Flag(name: .long, help: "Play the files backwards (from their end, or from --start down to 0).")
     var reverse = false
@@ -72,6 +73,17 @@ struct Playd: ParsableCommand {
     func run() throws {
         ProcessTuning.tuneMalloc()
         if files.isEmpty && !demo { return try runDaemon() }
+        // TIME as playctl takes it, checked before anything starts.
+        var startAt: TimeArgument.Value?
+        if let start {
+            do {
+                let t = try TimeArgument(parsing: start)
+                guard t.direction == 0 else { throw ValidationError("--start cannot be relative: '\(start)'") }
+                startAt = t.value
+            } catch let e as TimeArgument.ParseError {
+                throw ValidationError("--start: \(e.description)")
+            }
+        }
         let level = try Self.level(logLevel ?? "info")
         Self.bootstrapLogging(level)
         let logger = Logger(label: "playd")
@@ -109,8 +121,11 @@ struct Playd: ParsableCommand {
         var failures = 0
         for (i, file) in playlist.enumerated() {
             do {
-                if i == 0, let start {
-                    try engine.play(path: file, fromSeconds: start)
+                if i == 0, let startAt {
+                    switch startAt {
+                    case .seconds(let s): try engine.play(path: file, fromSeconds: s)
+                    case .frames(let f): try engine.play(path: file, from: f)
+                    }
                 } else {
                     try engine.play(path: file)
                 }

@@ -538,6 +538,27 @@ struct DaemonTests {
         #expect(h.terminate().status == 0)
     }
 
+    /// `playctl play DIR` queues the folder and plays its first file; what was queued
+    /// before stays.
+    @Test func playAFolderQueuesIt() throws {
+        let h = try DaemonHarness()
+        let album = h.dir + "/album"
+        try FileManager.default.createDirectory(atPath: album, withIntermediateDirectories: true)
+        for (i, name) in ["flac-44100-2.flac", "flac-48000-1.flac"].enumerated() {
+            try FileManager.default.copyItem(atPath: Fixtures.named(name).path, toPath: album + "/0\(i + 1) \(name)")
+        }
+        try h.start()
+        #expect(try h.playctl("add", Fixtures.named("mp3cbr-44100-2.mp3").path).0 == 0)
+        let (st, out, err) = try h.playctl("play", album)
+        #expect(st == 0, "\(out) \(err)")
+        let s = try #require(h.request("status"))
+        #expect(s["queue"]?["length"]?.numberValue == 3)
+        #expect(s["queue"]?["current"]?.numberValue == 1)
+        #expect(s["file"]?.stringValue == album + "/01 flac-44100-2.flac")
+        #expect(try h.playctl("play", h.dir + "/empty-nothing").0 != 0)
+        #expect(h.terminate().status == 0)
+    }
+
     /// Under systemd (`$JOURNAL_STREAM` set) every line starts with its syslog priority,
     /// so `journalctl -p err` works; a client's connection is a debug line, not info.
     @Test func journalLinesCarryTheirPriority() throws {

@@ -41,15 +41,23 @@ struct OneShotTests {
         #expect(Reference.firstMismatch(cap.samples, want, channels: 2) == nil, "the capture differs from the two decodes in a row")
     }
 
-    @Test func startsAtTheGivenTime() throws {
+    /// `--start` takes TIME as playctl does: seconds, m:ss, frames; all the same frame.
+    @Test(arguments: ["1.5", "0:01.5", "0:00:01.500", "66150f"])
+    func startsAtTheGivenTime(_ start: String) throws {
         let dir = try scratch()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let r = try playd(["--output", "wav:\(dir)/out.wav?pace=off", "--start", "1.5", flac.path])
+        let r = try playd(["--output", "wav:\(dir)/out.wav?pace=off", "--start", start, flac.path])
         #expect(r.status == 0, "\(r.stderr)")
         let cap = try WAVFile(path: dir + "/out.wav")
         let want = Array(try Reference.decode(flac.path)[(66_150 * 2)...])
         #expect(cap.frames == want.count / 2, "from 1.5 s: \(cap.frames) frames, the CLI has \(want.count / 2)")
         #expect(Reference.firstMismatch(cap.samples, want, channels: 2, from: rampIn) == nil)
+    }
+
+    @Test(arguments: ["+1", "1:x", "-0:02"])
+    func aStartThatIsNoTimeIsRefused(_ start: String) throws {
+        let r = try playd(["--output", "null?pace=off", "--start", start, flac.path])
+        #expect(r.status == 64 && r.stderr.contains("--start"), "\(r.stderr)")
     }
 
     @Test func reverseplaysTheFileBackwards() throws {
