@@ -185,3 +185,36 @@ struct PlayQueueTests {
         try? fm.removeItem(atPath: dir)
     }
 }
+
+/// Stored playlists in-process: names, the file's form, caps.
+@Suite("Stored playlists, in-process")
+struct StoredPlaylistsUnitTests {
+    func lists(_ dir: String) -> StoredPlaylists {
+        StoredPlaylists(directory: dir, root: "/srv/music", maxBytes: 200, maxEntries: 3)
+    }
+
+    @Test(arguments: [("", false), (".", false), ("..", false), ("a/b", false), ("x\ny", false), ("nul\0", false),
+                      (".hidden", true), ("morning mix", true), (String(repeating: "n", count: 246), true),
+                      (String(repeating: "n", count: 247), false)])
+    func names(_ name: String, _ ok: Bool) {
+        #expect(((try? StoredPlaylists.checkName(name)) != nil) == ok, "\(name.prefix(20))")
+    }
+
+    @Test func filesAreRelativeToTheRootAndCapped() throws {
+        let dir = NSTemporaryDirectory() + "playd-stored-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let l = lists(dir)
+        try l.save("a", ["/srv/music/x/1.flac", "http://radio.example/live", "/elsewhere/2.mp3"])
+        #expect(try String(contentsOfFile: dir + "/a.m3u", encoding: .utf8) == "x/1.flac\nhttp://radio.example/live\n/elsewhere/2.mp3\n")
+        #expect(try l.read("a") == ["/srv/music/x/1.flac", "http://radio.example/live", "/elsewhere/2.mp3"])
+        #expect(throws: StoredPlaylists.Error.self) { try l.insert("a", ["/srv/music/4.flac"]) }  // a 4th entry
+        try l.move("a", from: 2, to: 0)
+        #expect(try l.read("a").first == "/elsewhere/2.mp3")
+        try l.delete("a", 0..<2)
+        #expect(try l.read("a") == ["http://radio.example/live"])
+        // A file grown past the byte cap by someone else is refused, not read.
+        try String(repeating: "x/long-name.flac\n", count: 20).write(toFile: dir + "/big.m3u", atomically: true, encoding: .utf8)
+        #expect(throws: StoredPlaylists.Error.self) { try l.read("big") }
+        #expect(l.list().map(\.name) == ["a", "big"])
+    }
+}

@@ -32,11 +32,11 @@ public struct StoredPlaylists {
         self.maxEntries = maxEntries
     }
 
-    /// A name MPD would take: not empty, one path component, no line breaks, at most
-    /// 255 bytes with its `.m3u`.
+    /// A name MPD would take: not empty, one path component, no line breaks, and short
+    /// enough that `.NAME.m3u.tmp`, the file written first, fits in 255 bytes.
     public static func checkName(_ name: String) throws(Error) {
         guard !name.isEmpty, name != ".", name != "..", !name.contains("/"), !name.contains("\n"), !name.contains("\r"),
-              !name.contains("\0"), name.utf8.count <= 251 else {
+              !name.contains("\0"), name.utf8.count <= 246 else {
             throw Error(.badName, "Bad playlist name")
         }
     }
