@@ -499,6 +499,20 @@ struct Status: ParsableCommand {
         let s = try connection.send("status")
         if connection.json { return }
         print(StatusView.render(s))
+        // Stopped with a queue: where it stands and what `play` would start (as mpc
+        // shows the queue position).
+        if s["file"]?.stringValue == nil, let length = s["queue"]?["length"]?.numberValue, length > 0 {
+            let q = try connection.send("queue")
+            let entries = q["queue"]?.arrayValue ?? []
+            let nextID = s["queue"]?["next_id"]?.numberValue ?? s["queue"]?["current_id"]?.numberValue
+            let next = entries.first { $0["entry"]?.numberValue == nextID } ?? entries.first
+            var line = "queue: \(Int(length)) \(length == 1 ? "entry" : "entries")"
+            if let n = next {
+                let title = n["title"]?.stringValue ?? String((n["file"]?.stringValue ?? "?").split(separator: "/").last ?? "?")
+                line += "; next: \(Int(n["index"]?.numberValue ?? 0)). \(n["artist"]?.stringValue.map { "\($0) — " } ?? "")\(title)"
+            }
+            print(line)
+        }
     }
 }
 

@@ -559,6 +559,20 @@ struct DaemonTests {
         #expect(h.terminate().status == 0)
     }
 
+    /// Stopped with a queue, `playctl status` says where the queue stands: what `play`
+    /// starts (the first entry, or the one that was playing).
+    @Test func stoppedStatusShowsTheQueue() throws {
+        let h = try DaemonHarness()
+        try h.start()
+        #expect(try h.playctl("status").1 == "stopped\n")
+        #expect(try h.playctl("add", Fixtures.named("flac-44100-2.flac").path, Fixtures.named("flac-48000-1.flac").path).0 == 0)
+        #expect(try h.playctl("status").1 == "stopped\nqueue: 2 entries; next: 0. flac-44100-2.flac\n")
+        #expect(try h.playctl("play", "--index", "1").0 == 0)
+        #expect(try h.playctl("stop").0 == 0)
+        #expect(try h.playctl("status").1 == "stopped\nqueue: 2 entries; next: 1. flac-48000-1.flac\n")
+        #expect(h.terminate().status == 0)
+    }
+
     /// Under systemd (`$JOURNAL_STREAM` set) every line starts with its syslog priority,
     /// so `journalctl -p err` works; a client's connection is a debug line, not info.
     @Test func journalLinesCarryTheirPriority() throws {
