@@ -3,6 +3,16 @@ import CoreStream
 
 @Suite("Exact time arithmetic")
 struct FrameTimeTests {
+    /// Messages give positions as people write times.
+    @Test(arguments: [
+        (Int64(0), 44100, "0:00"), (Int64(6_615_000), 44100, "2:30"), (Int64(3_660_750), 44100, "1:23.01"),
+        (Int64(66_150), 44100, "0:01.5"), (Int64(178_734_000), 48000, "1:02:03.625"), (Int64(-44100), 44100, "-0:01"),
+        (Int64(1), 48000, "0:00"), (Int64(24), 48000, "0:00.001"), (Int64.max, 44100, "9223372036854775807f"),
+    ])
+    func clock(_ frames: Int64, _ rate: Int, _ text: String) {
+        #expect(FrameTime.clock(frames, rate: rate) == text)
+    }
+
     @Test(arguments: [
         (Int64(44100), 44100, 48000, Int64(48000)),
         (Int64(1), 44100, 48000, Int64(1)),           // 1.088… rounds to 1

@@ -573,6 +573,20 @@ struct DaemonTests {
         #expect(h.terminate().status == 0)
     }
 
+    /// Errors give positions in the user's units, not frames.
+    @Test func positionErrorsAreInMinutesAndSeconds() throws {
+        let h = try DaemonHarness()
+        try h.start()
+        let song = Fixtures.named("flac-44100-2.flac").path  // 3 s
+        #expect(h.request("play", ("path", .string(song)))?["ok"] == .bool(true))
+        #expect(h.request("pause")?["ok"] == .bool(true))
+        let (st, _, err) = try h.playctl("loop", "1", "6:00")
+        #expect(st == 1 && err.contains("loop end 6:00 is past the end of the track (0:03)"), "\(err)")
+        let order = try h.playctl("loop", "2.5", "1")
+        #expect(order.2.contains("loop start 0:02.5 must be before its end 0:01"), "\(order.2)")
+        #expect(h.terminate().status == 0)
+    }
+
     /// Under systemd (`$JOURNAL_STREAM` set) every line starts with its syslog priority,
     /// so `journalctl -p err` works; a client's connection is a debug line, not info.
     @Test func journalLinesCarryTheirPriority() throws {

@@ -5,6 +5,23 @@
 /// time base, are done in integer arithmetic with one rounding at the end; floats
 /// appear only at the edges (seconds shown to a person or sent as JSON).
 public enum FrameTime {
+    /// A frame position as people write times, for messages: `2:30`, `1:23.5`,
+    /// `1:02:03.25` (to the millisecond, trailing zeros dropped). A negative one has
+    /// a minus sign; out of any sane range, the frame count with `f`.
+    public static func clock(_ frames: Int64, rate: Int) -> String {
+        guard rate > 0, frames.magnitude < UInt64(Int64.max / 1000) else { return "\(frames)f" }
+        let ms = (frames.magnitude * 1000 + UInt64(rate) / 2) / UInt64(rate)
+        let (h, m, s, f) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000)
+        func two(_ v: UInt64) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        var text = h > 0 ? "\(h):\(two(m)):\(two(s))" : "\(m):\(two(s))"
+        if f > 0 {
+            var frac = String(String(1000 + f).dropFirst())
+            while frac.hasSuffix("0") { frac.removeLast() }
+            text += "." + frac
+        }
+        return (frames < 0 ? "-" : "") + text
+    }
+
     /// `value × numerator / denominator` rounded to nearest (ties away from zero),
     /// computed in 128 bits so no intermediate overflows.
     ///

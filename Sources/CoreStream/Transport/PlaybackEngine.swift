@@ -245,7 +245,7 @@ public final class PlaybackEngine: @unchecked Sendable {
             control.withLock { $0.direction = .forward }
         }
         if let start = requested, let d = decoder.info.durationFrames, !decoder.info.durationIsEstimate, start > d || start < 0 {
-            throw StreamError(.invalidArgument, "\(path): start position \(start) is outside 0…\(d)")
+            throw StreamError(.invalidArgument, "\(path): start position \(FrameTime.clock(start, rate: decoder.info.sampleRate)) is past the end of the track (\(FrameTime.clock(d, rate: decoder.info.sampleRate)))")
         }
         if let start = requested, start < 0 {
             throw StreamError(.invalidArgument, "\(path): start position \(start) is negative")
@@ -359,7 +359,9 @@ public final class PlaybackEngine: @unchecked Sendable {
             }
             let end = track.durationFrames ?? Int64.max
             guard frame >= 0, track.durationIsEstimate || frame <= end else {
-                throw StreamError(.invalidArgument, "\(track.path): seek to frame \(frame) is outside 0…\(end)")
+                throw StreamError(.invalidArgument, frame < 0
+                    ? "\(track.path): seek to \(FrameTime.clock(frame, rate: track.sampleRate)) is before the start of the track"
+                    : "\(track.path): seek to \(FrameTime.clock(frame, rate: track.sampleRate)) is past the end of the track (\(FrameTime.clock(end, rate: track.sampleRate)))")
             }
             c.newGeneration()
             c.pendingPosition = frame
@@ -379,13 +381,13 @@ public final class PlaybackEngine: @unchecked Sendable {
             if region != nil && !track.isSeekable { throw StreamError(.notSeekable, "\(track.path): a stream that cannot seek cannot loop") }
             if let l = region {
                 guard l.start >= 0 else {
-                    throw StreamError(.invalidArgument, "loop start (\(l.start)) is negative; the current region is kept")
+                    throw StreamError(.invalidArgument, "loop start \(FrameTime.clock(l.start, rate: track.sampleRate)) is before the start of the track; the current region is kept")
                 }
                 guard l.start < l.end else {
-                    throw StreamError(.invalidArgument, "loop start (\(l.start)) must be before its end (\(l.end)); the current region is kept")
+                    throw StreamError(.invalidArgument, "loop start \(FrameTime.clock(l.start, rate: track.sampleRate)) must be before its end \(FrameTime.clock(l.end, rate: track.sampleRate)); the current region is kept")
                 }
                 if let d = track.durationFrames, !track.durationIsEstimate, l.end > d {
-                    throw StreamError(.invalidArgument, "loop end (\(l.end)) is beyond the end of the track (\(d)); the current region is kept")
+                    throw StreamError(.invalidArgument, "loop end \(FrameTime.clock(l.end, rate: track.sampleRate)) is past the end of the track (\(FrameTime.clock(d, rate: track.sampleRate))); the current region is kept")
                 }
                 if let n = l.count, n < 0 {
                     throw StreamError(.invalidArgument, "loop count \(n) is negative; the current region is kept")
