@@ -488,7 +488,9 @@ struct HostileInputTests {
 
     @Test func theLibraryIndexIsPrivateAndTCPPeersAreLoggedByAddress() throws {
         let port = Int.random(in: 20_000...40_000)
-        let d = try DaemonHarness(extraConfig: "[library]\nmusic_roots = [\"$DIR\"]\n[mpd]\ntcp = \"127.0.0.1:\(port)\"", output: "null")
+        // Connections are logged at debug.
+        let d = try DaemonHarness(extraConfig: "[library]\nmusic_roots = [\"$DIR\"]\n[mpd]\ntcp = \"127.0.0.1:\(port)\"\n[log]\nlevel = \"debug\"",
+                                  output: "null")
         try d.start()
         var st = stat()
         #expect(stat(d.dir + "/library.db", &st) == 0)
