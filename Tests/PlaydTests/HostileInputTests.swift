@@ -72,8 +72,13 @@ struct HostileInputTests {
         let mpd = try LineClient(path: d.dir + "/mpd.sock")
         #expect(mpd.readLine(timeoutMillis: 10_000)?.hasPrefix("OK MPD") == true)
         let v = raw == "\"\"" ? "" : raw
+        #expect(mpd.send("save hostile") && mpd.readLine(timeoutMillis: 10_000) == "OK")
+        let song = "\"\(Self.track)\""
         for command in ["seekcur", "seek 0", "seekid 1", "setvol", "volume", "play", "playid", "delete", "deleteid",
-                        "move 0", "playlistinfo", "playlistid", "repeat", "random", "consume", "single", "plchanges"] {
+                        "move 0", "playlistinfo", "playlistid", "repeat", "random", "consume", "single", "plchanges",
+                        "shuffle", "swap 0", "swapid 1", "moveid 1", "prio", "prio 1", "prioid", "prioid 1", "crossfade",
+                        "load hostile", "playlistdelete hostile", "playlistmove hostile 0", "playlistadd hostile \(song)",
+                        "albumart \(song)", "readpicture \(song)", "binarylimit"] {
             #expect(mpd.send("\(command) \"\(v)\""))
             var last = ""
             while let line = mpd.readLine(timeoutMillis: 10_000) {

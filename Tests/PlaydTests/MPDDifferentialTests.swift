@@ -167,6 +167,9 @@ struct MPDDifferentialTests {
         Session("shuffle"),
         Session("shuffle 0:5"),
         Session("add flac-44100-2.flac", "add flac-48000-1.flac", "shuffle 0:5", "shuffle 1:0", "playlistinfo 5"),
+        // Numbers past MPD's 32-bit positions, and a range starting past the end.
+        Session("add flac-44100-2.flac", "shuffle 9223372036854775807", "prio 1 4294967295", "shuffle 2147483647",
+                "shuffle 1:5", "save big", "load big 9223372036854775807", "playlistdelete big 4294967295", "rm big"),
         // Priorities.
         Session("prio 5 0"),
         Session("add flac-44100-2.flac", "add flac-48000-1.flac", "prio -1 0", "prio abc 0", "prio 5", "prio 5 0:9",

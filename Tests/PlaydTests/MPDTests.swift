@@ -4,6 +4,22 @@ import Testing
 import CoreStreamTestSupport
 @testable import PlaydDaemon
 
+/// `Last-Modified:` times as `date -u` writes them; a modification time far past any
+/// calendar (a file's mtime is the owner's to set) still gives a line, not a trap.
+@Suite("MPD times")
+struct MPDTimeTests {
+    @Test(arguments: [0, 1_795_532_628, 15_032_385_535, 67_767_976_233_316_800, Int.max, -1])
+    func lastModifiedIsUTC(_ seconds: Int) throws {
+        let text = MPDCommands.isoTime(seconds)
+        let r = try Shell.run(["date", "-u", "-d", "@\(seconds)", "+%Y-%m-%dT%H:%M:%SZ"])
+        if r.status == 0 {
+            #expect(text + "\n" == String(decoding: r.stdout, as: UTF8.self))
+        } else {
+            #expect(text.hasSuffix("Z"))
+        }
+    }
+}
+
 /// The MPD session state machine, line by line, against MPD's documented behaviour.
 @Suite("MPD protocol session", .tags(.addressSanitizer))
 struct MPDSessionTests {

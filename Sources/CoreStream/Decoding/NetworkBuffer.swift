@@ -272,9 +272,6 @@ final class NetworkBuffer: @unchecked Sendable {
         return source.flatMap(NetworkBuffer.streamTitle)
     }
 
-    /// Bytes buffered now and the buffer's size.
-    var fill: (bytes: Int, capacity: Int) { lock.withLock { (count, capacity) } }
-
     static func streamTitle(_ io: UnsafeMutablePointer<AVIOContext>) -> String? {
         guard let raw = cffmpeg_avio_option(io, "icy_metadata_packet") else { return nil }
         defer { av_free(raw) }

@@ -42,9 +42,9 @@ extension Player {
                 return present.isEmpty ? [] : try add(present, place: place).ids
             case .playlistAdd(let name, let sources, let at):
                 try StoredPlaylists.checkName(name)
-                // What `add` would queue: folders walked, files checked against the roots.
-                let collected = try QueueSources.collect(sources, admission: admission, limits: sourceLimits())
-                try lists.insert(name, collected.files, at: at)
+                // What `add` would queue: folders walked off this thread, files checked
+                // against the roots.
+                try lists.insert(name, try collect(sources).files, at: at)
                 emit(.storedPlaylist(name: name))
             case .playlistClear(let name):
                 try lists.clear(name)
@@ -65,14 +65,27 @@ extension Player {
                 break
             }
         } catch let error as StoredPlaylists.Error {
-            switch error.code {
-            case .noSuchPlaylist: throw PlayerError(.noSuchPlaylist, error.message)
-            case .exists: throw PlayerError(.playlistExists, error.message)
-            case .tooLarge: throw PlayerError(.tooLarge, error.message)
-            case .badName, .badIndex: throw PlayerError(.invalidArgument, error.message)
-            case .io: throw PlayerError(.stream(.ioError), error.message)
-            }
+            throw Self.playerError(error)
         }
         return []
+    }
+
+    /// The entries of the stored playlist `name` (absolute paths and URLs).
+    public func storedPlaylistEntries(_ name: String) throws(PlayerError) -> [String] {
+        do throws(StoredPlaylists.Error) {
+            return try storedPlaylists.read(name)
+        } catch {
+            throw Self.playerError(error)
+        }
+    }
+
+    static func playerError(_ error: StoredPlaylists.Error) -> PlayerError {
+        switch error.code {
+        case .noSuchPlaylist: return PlayerError(.noSuchPlaylist, error.message)
+        case .exists: return PlayerError(.playlistExists, error.message)
+        case .tooLarge: return PlayerError(.tooLarge, error.message)
+        case .badName, .badIndex: return PlayerError(.invalidArgument, error.message)
+        case .io: return PlayerError(.stream(.ioError), error.message)
+        }
     }
 }

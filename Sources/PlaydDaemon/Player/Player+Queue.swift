@@ -10,17 +10,7 @@ extension Player {
         if case .index(let at) = place, !(0...queue.count).contains(at) {
             throw PlayerError(.invalidArgument, "position \(at) is outside 0…\(queue.count)")
         }
-        // A StreamError names the path. Entries a folder's symlinks or a playlist lead
-        // out of the music roots are left out and counted.
-        let collected: QueueSources.Collected
-        if let done = collectedSources[sources] {
-            collected = try done.get()
-        } else if QueueSources.fansOut(sources) {
-            collectOffThread(sources)
-            throw PlayerError(.workPending, "adding \(sources.count == 1 ? sources[0] : "\(sources.count) sources"): waiting for the folder walk")
-        } else {
-            collected = try QueueSources.collect(sources, admission: admission, limits: sourceLimits())
-        }
+        let collected = try collect(sources)
         let (kept, refused) = (collected.files, collected.refused)
         try checkRoom(kept.count)
         let ids: [Int]
@@ -31,6 +21,20 @@ extension Player {
         }
         queueChanged()
         return (ids, refused)
+    }
+
+    /// The files `sources` stand for, checked against the roots. A folder or playlist
+    /// is walked on the walker thread: the request waits (`workPending`) and, run
+    /// again when the walk is done, finds the result here. A StreamError names the
+    /// path; entries a folder's symlinks or a playlist lead out of the roots are left
+    /// out and counted.
+    func collect(_ sources: [String]) throws -> QueueSources.Collected {
+        if let done = collectedSources[sources] { return try done.get() }
+        if QueueSources.fansOut(sources) {
+            collectOffThread(sources)
+            throw PlayerError(.workPending, "adding \(sources.count == 1 ? sources[0] : "\(sources.count) sources"): waiting for the folder walk")
+        }
+        return try QueueSources.collect(sources, admission: admission, limits: sourceLimits())
     }
 
     /// Removes the entries in `range` at once: one state write, one notification.

@@ -134,12 +134,7 @@ enum JSONCommands {
         },
         "playlist": { c in
             let name = try playlistName(c)
-            do throws(StoredPlaylists.Error) {
-                return [("name", .string(name)), ("files", .array(try c.player.storedPlaylists.read(name).map(JSON.string)))]
-            } catch {
-                throw PlayerError(error.code == .noSuchPlaylist ? .noSuchPlaylist : error.code == .tooLarge ? .tooLarge : .invalidArgument,
-                                  error.message)
-            }
+            return [("name", .string(name)), ("files", .array(try c.player.storedPlaylistEntries(name).map(JSON.string)))]
         },
         "remove_playlist": { c in try c.player.perform(.playlistRemove(try playlistName(c))); return [] },
         "rename_playlist": { c in

@@ -200,13 +200,14 @@ enum MPDCommands {
             let (i, j) = (try p.index(ofID: try id(p, a[0])), try p.index(ofID: try id(p, a[1])))
             try p.perform(.swap(i, j)); return []
         },
-        // A range past the end is cut at the end (as MPD); one ending before it starts
-        // is malformed.
+        // A range past the end is cut at the end (as MPD); one starting past it is a bad
+        // index, one ending before it starts malformed.
         Row("shuffle", .control, 0...1) { p, a in
             var r = 0..<p.queue.count
             if let text = a.first {
                 let arg = try rangeArgument(text)
                 if let end = arg.end, end < arg.start { throw Failure(.arg, "Malformed range: \(text)") }
+                guard arg.start <= p.queue.count else { throw Failure(.arg, "Bad song index") }
                 let end = min(arg.isRange ? arg.end ?? p.queue.count : arg.start + 1, p.queue.count)
                 r = min(arg.start, end)..<end
             }
@@ -363,6 +364,10 @@ enum MPDCommands {
         }
         let end = parts.count == 2 && !parts[1].isEmpty ? Int(parts[1]) : nil
         guard lo >= 0, (end ?? 0) >= 0 else { throw Failure(.arg, "Number is negative: \(text)") }
+        // MPD's positions are 32-bit: above that it says "Number too large", and every
+        // `start + 1` below stays far from overflowing (`shuffle 9223372036854775807`
+        // trapped).
+        guard lo <= Int(Int32.max), (end ?? 0) <= Int(Int32.max) else { throw Failure(.arg, "Number too large: \(text)") }
         return (lo, end, parts.count == 2)
     }
 
@@ -390,17 +395,12 @@ enum MPDCommands {
         return r.start..<hi
     }
 
-    /// A stored playlist's entries (absolute paths and URLs).
+    /// A stored playlist's entries (absolute paths and URLs), errors in MPD's words.
     static func storedEntries(_ p: Player, _ name: String) throws -> [String] {
-        do {
-            return try p.storedPlaylists.read(name)
+        do throws(PlayerError) {
+            return try p.storedPlaylistEntries(name)
         } catch {
-            switch error.code {
-            case .noSuchPlaylist: throw Failure(.noExist, "No such playlist")
-            case .badName: throw Failure(.arg, "Bad playlist name")
-            case .tooLarge: throw Failure(.playlistMax, error.message)
-            default: throw Failure(.system, error.message)
-            }
+            throw failure(error)
         }
     }
 

@@ -65,7 +65,7 @@ extension MPDCommands {
         var t = time_t(seconds), tm = tm()
         gmtime_r(&t, &tm)
         func two(_ v: Int32) -> String { v < 10 ? "0\(v)" : "\(v)" }
-        return "\(tm.tm_year + 1900)-\(two(tm.tm_mon + 1))-\(two(tm.tm_mday))T\(two(tm.tm_hour)):\(two(tm.tm_min)):\(two(tm.tm_sec))Z"
+        return "\(Int(tm.tm_year) + 1900)-\(two(tm.tm_mon + 1))-\(two(tm.tm_mday))T\(two(tm.tm_hour)):\(two(tm.tm_min)):\(two(tm.tm_sec))Z"
     }
 
     /// A song as MPD lists it: `file`, `Last-Modified`, `Format`, the tags in MPD's
@@ -262,7 +262,8 @@ extension MPDCommands {
         if a.first?.lowercased() == "group" { throw Failure(.arg, "count group is not supported by playd yet") }
         let songs = try matchingSongs(p, a, exact: true)
         let seconds = songs.reduce(0.0) { $0 + ($1.duration ?? 0) }
-        return ["songs: \(songs.count)", "playtime: \(Int(seconds.rounded()))"]
+        // Checked before the conversion: the index is ours, but a trap is a dead daemon.
+        return ["songs: \(songs.count)", "playtime: \(seconds.isFinite && seconds < 1e15 ? Int(seconds.rounded()) : 0)"]
     }
 
     /// `listall`/`listallinfo`: everything under a folder, as MPD walks its database:
