@@ -20,7 +20,7 @@ struct Export: ParsableCommand {
         leaves nothing behind. --format defaults from OUTPUT's extension.
         """)
     @OptionGroup var connection: Connection
-    @Argument(help: "INPUT OUTPUT (or just OUTPUT with --current).") var paths: [String]
+    @Argument(help: "INPUT OUTPUT (or just OUTPUT with --current).", completion: .file()) var paths: [String]
     @Flag(name: .long, help: "Export the daemon's current track (and its loop region).") var current = false
     @Option(name: .long, help: "Start at TIME (e.g. 1:23.5 or 123456f).") var from: String?
     @Option(name: .long, help: "End before TIME.") var to: String?

@@ -10,7 +10,7 @@ struct Update: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Rescan the music roots (or one folder under them) in the background.")
     @OptionGroup var connection: Connection
-    @Argument(help: "A folder or file under the music roots (default: all of them).") var path: String?
+    @Argument(help: "A folder or file under the music roots (default: all of them).", completion: .file()) var path: String?
     @Flag(name: .long, help: "Wait until the scan ends, then print the totals.") var wait = false
     func run() throws {
         var fields: [(String, JSON)] = []
@@ -98,7 +98,7 @@ struct List: ParsableCommand {
 struct Ls: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "List a library folder: its folders, then its songs.")
     @OptionGroup var connection: Connection
-    @Argument(help: "A folder under the music roots (default: the roots).") var path: String?
+    @Argument(help: "A folder under the music roots (default: the roots).", completion: .directory) var path: String?
     func run() throws {
         var fields: [(String, JSON)] = []
         if let p = path { fields.append(("path", .string(p))) }  // relative: to the first music root

@@ -52,7 +52,7 @@ struct Playctl: ParsableCommand {
 }
 
 struct Connection: ParsableArguments {
-    @Option(name: .long, help: "Control socket path.")
+    @Option(name: .long, help: "Control socket path.", completion: .file())
     var socket: String?
 
     @Flag(name: .long, help: "Print the protocol's JSON.")
@@ -147,7 +147,7 @@ struct Play: ParsableCommand {
         return ["m3u", "m3u8", "pls"].contains(ext) && PathBytes.stat(absolute(path), &st) == 0
     }
     @OptionGroup var connection: Connection
-    @Argument(help: "Audio file.") var file: String?
+    @Argument(help: "Audio file.", completion: .file()) var file: String?
     @Option(name: .long, help: "Start at TIME.") var at: String?
     @Option(name: .long, help: "Play the queue entry at this index.") var index: Int?
     @Option(name: .long, help: "Play the queue entry with this id.") var id: Int?
@@ -183,7 +183,7 @@ struct Add: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Add files, directories (recursively, natural order) and M3U/M3U8/PLS playlists to the queue.")
     @OptionGroup var connection: Connection
-    @Argument(help: "Paths.") var paths: [String]
+    @Argument(help: "Paths.", completion: .file()) var paths: [String]
     func run() throws {
         let r = try connection.send("add", [("paths", .array(paths.map { .string(absolute($0)) }))])
         if !connection.json { print("added \(r["added"]?.arrayValue?.count ?? 0), queue length \(Int(r["length"]?.numberValue ?? 0))") }
@@ -193,7 +193,7 @@ struct Add: ParsableCommand {
 struct Insert: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Insert paths to play next.")
     @OptionGroup var connection: Connection
-    @Argument(help: "Paths.") var paths: [String]
+    @Argument(help: "Paths.", completion: .file()) var paths: [String]
     func run() throws {
         let r = try connection.send("insert", [("paths", .array(paths.map { .string(absolute($0)) }))])
         if !connection.json { print("inserted \(r["added"]?.arrayValue?.count ?? 0)") }
@@ -427,7 +427,7 @@ struct Unmute: ParsableCommand {
 struct Cover: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Save the current track's embedded cover art.")
     @OptionGroup var connection: Connection
-    @Option(name: .long, help: "File to write (default: cover.jpg / cover.png by type).") var out: String?
+    @Option(name: .long, help: "File to write (default: cover.jpg / cover.png by type).", completion: .file()) var out: String?
     func run() throws {
         let r = try connection.send("cover")
         if connection.json { return }
