@@ -480,11 +480,20 @@ public final class FeedOutput: @unchecked Sendable {
         nextOpenAttempt = now + 200_000_000
         var st = stat()
         if PathBytes.stat(path, &st) != 0 {
-            if PathBytes.withCPath(path, { mkfifo($0, 0o660) }) != 0 && errno != EEXIST {
-                report(error: "mkfifo(\(path)) failed: \(String(cString: strerror(errno)))")
-                nextOpenAttempt = now + 5_000_000_000
-                setState(.failed)
-                return false
+            if PathBytes.withCPath(path, { mkfifo($0, 0o660) }) != 0 {
+                if errno != EEXIST {
+                    report(error: "mkfifo(\(path)) failed: \(String(cString: strerror(errno)))")
+                    nextOpenAttempt = now + 5_000_000_000
+                    setState(.failed)
+                    return false
+                }
+            } else {
+                // 0660 whatever the umask: the umask is process-wide, and the control
+                // server and the library narrow it for a moment while they create their
+                // socket and database, so mkfifo's mode alone came out 0600 when the
+                // feed started at the same time (snapserver, in the group, then could not
+                // open it: docs/multiroom.md's recipe).
+                _ = PathBytes.withCPath(path) { chmod($0, 0o660) }
             }
         } else if (st.st_mode & S_IFMT) != S_IFIFO {
             report(error: "\(path) exists and is not a FIFO")
