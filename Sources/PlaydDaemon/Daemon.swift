@@ -73,9 +73,21 @@ public final class Daemon: @unchecked Sendable {
         if config.mpdEnabled {
             let password = config.mpdPassword.isEmpty ? nil : config.mpdPassword
             let listBytes = config.maxCommandListKiB * 1024
+            // One message board for every MPD connection (subscribe/sendmessage). A
+            // wake-up is posted: it runs after the command that caused it has replied.
+            let channels = MessageChannels()
+            channels.wake = { [unowned server] owner, subsystem in
+                let target = UncheckedSendable(owner)
+                server.post { [unowned server] in
+                    server.notifySessions { session in
+                        guard let m = session as? MPDSession, target.value == nil || target.value === m else { return "" }
+                        return m.notify([subsystem])
+                    }
+                }
+            }
             func listener(_ name: String) -> ControlServer.Listener {
                 ControlServer.Listener(name: name, makeSession: {
-                    MPDSession(password: password, maxCommandListBytes: listBytes, table: MPDCommands.info) {
+                    MPDSession(password: password, maxCommandListBytes: listBytes, table: MPDCommands.info, channels: channels) {
                         command, args, limit throws(MPDSession.Failure) in try MPDCommands.execute(player, command, args, binaryLimit: limit)
                     }
                 }, refusal: MPDSession.refusal)
@@ -192,4 +204,11 @@ public final class Daemon: @unchecked Sendable {
             logger.warning("config reloaded; these keys changed and take effect at the next start: \(restartNeeded.joined(separator: ", "))")
         }
     }
+}
+
+/// Hands a value the control thread owns to work posted back to the control thread.
+private struct UncheckedSendable<T>: @unchecked Sendable {
+    // @unchecked: made and used on the control thread only (posted work runs there).
+    let value: T
+    init(_ value: T) { self.value = value }
 }

@@ -104,10 +104,15 @@ public final class MPDSession: LineSession {
     private var listOK = false
     /// The client's `binarylimit`.
     private var binaryLimit = MPDSession.defaultBinaryLimit
+    /// Client-to-client messages: the registry all sessions share, and this client's
+    /// subscriptions and unread messages (made on first use).
+    private let channels: MessageChannels?
+    private var mailbox: MessageChannels.Mailbox?
 
     public init(password: String?, maxCommandListBytes: Int = MPDSession.defaultMaxCommandListBytes,
-                table: [String: CommandInfo]? = nil, execute: @escaping Execute) {
+                table: [String: CommandInfo]? = nil, channels: MessageChannels? = nil, execute: @escaping Execute) {
         self.execute = execute
+        self.channels = channels
         self.table = table
         self.password = password
         self.maxCommandListBytes = maxCommandListBytes
@@ -310,10 +315,39 @@ public final class MPDSession: LineSession {
         } else if !authorized && !["ping", "commands", "notcommands", "tagtypes", "urlhandlers", "decoders"].contains(command) {
             return .failure(Failure(.permission, "you don't have permission for \"\(command)\""))
         }
+        if let channels, Self.channelCommands.contains(command) {
+            return message(channels, command, Array(words.dropFirst()))
+        }
         do throws(Failure) {
             return .success(try execute(command, Array(words.dropFirst()), binaryLimit).bytes)
         } catch {
             return .failure(error)
+        }
+    }
+
+    static let channelCommands: Set<String> = ["subscribe", "unsubscribe", "channels", "readmessages", "sendmessage"]
+
+    /// The channel commands, with MPD's replies and errors (MessageCommands.cxx).
+    private func message(_ channels: MessageChannels, _ command: String, _ args: [String]) -> Result<[UInt8], Failure> {
+        let box: MessageChannels.Mailbox
+        if let m = mailbox { box = m } else { box = channels.register(owner: self); mailbox = box }
+        switch command {
+        case "subscribe":
+            switch channels.subscribe(box, to: args[0]) {
+            case .ok: return .success([])
+            case .invalid: return .failure(Failure(.arg, "invalid channel name"))
+            case .already: return .failure(Failure(.exist, "already subscribed to this channel"))
+            case .full: return .failure(Failure(.exist, "subscription list is full"))
+            }
+        case "unsubscribe":
+            return channels.unsubscribe(box, from: args[0]) ? .success([]) : .failure(Failure(.noExist, "not subscribed to this channel"))
+        case "channels":
+            return .success(Array(channels.channels().map { "channel: \($0)\n" }.joined().utf8))
+        case "readmessages":
+            return .success(Array(channels.take(box).map { "channel: \($0.channel)\nmessage: \($0.text)\n" }.joined().utf8))
+        default:   // sendmessage
+            guard MessageChannels.validName(args[0]) else { return .failure(Failure(.arg, "invalid channel name")) }
+            return channels.send(args[1], to: args[0]) ? .success([]) : .failure(Failure(.noExist, "nobody is subscribed to this channel"))
         }
     }
 

@@ -229,6 +229,17 @@ struct MPDDifferentialTests {
         Session("binarylimit 10"),
         Session("binarylimit x"),
         Session("close"),
+        // Client-to-client messages (one client talking to itself).
+        Session("subscribe foo", "channels", #"sendmessage foo "hello world""#, "sendmessage foo again", "readmessages",
+                "readmessages", "unsubscribe foo", "unsubscribe foo", "channels"),
+        Session("subscribe bad/name"), Session(#"subscribe """#), Session("subscribe a", "subscribe a"),
+        Session("sendmessage nobody x"), Session("sendmessage bad/name x"), Session("sendmessage foo"),
+        Session("subscribe"), Session("readmessages extra"),
+        Session("subscribe x", "idle subscription"),
+        Session("subscribe m", "sendmessage m hi", "idle message", "readmessages"),
+        Session("subscribe c1", "subscribe c2", "subscribe c3", "subscribe c4", "subscribe c5", "subscribe c6",
+                "subscribe c7", "subscribe c8", "subscribe c9", "subscribe c10", "subscribe c11", "subscribe c12",
+                "subscribe c13", "subscribe c14", "subscribe c15", "subscribe c16", "subscribe c17", "channels"),
     ]
 
     /// Sessions where playd still answers differently, each with why. The test checks
@@ -245,6 +256,51 @@ struct MPDDifferentialTests {
         (Session("crossfade 5", "status", "crossfade 0"), "crossfade is not built yet: playd refuses a nonzero one (the crossfade issue)"),
         (Session("urlhandlers"), "playd lists the two it plays, http:// and https://; MPD 0.23 lists 28 (file, ftp, smb, rtsp, …)"),
     ]
+
+    /// Two clients: one waits in `idle message`, the other sends to its channel and
+    /// subscribes to another (`idle subscription`). The transcript must be MPD's.
+    @Test func aMessageWakesAnotherClientsIdle() throws {
+        let music = NSTemporaryDirectory() + "playd-diff-msg-\(getpid())"
+        try FileManager.default.createDirectory(atPath: music, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: music) }
+        let mpd = try RealMPD(music: music)
+        defer { mpd.stop() }
+        let d = try DaemonHarness(output: "null")
+        try d.start()
+        func transcript(_ path: String) throws -> [String] {
+            let a = try LineClient(path: path), b = try LineClient(path: path)
+            var out: [String] = []
+            func reply(_ c: LineClient) -> String {
+                var lines: [String] = []
+                while let l = c.readLine(timeoutMillis: 5000) {
+                    lines.append(l)
+                    if l == "OK" || l.hasPrefix("ACK ") { break }
+                }
+                return lines.joined(separator: "\n")
+            }
+            func say(_ c: LineClient, _ line: String, read: Bool = true) {
+                #expect(c.send(line))
+                if read { out.append("\(c === a ? "a" : "b") \(line) → \(reply(c))") }
+            }
+            _ = a.readLine(timeoutMillis: 5000); _ = b.readLine(timeoutMillis: 5000)
+            say(a, "subscribe room")
+            say(a, "idle message", read: false)
+            say(b, "channels")
+            say(b, #"sendmessage room "dinner is ready""#)
+            out.append("a idle → \(reply(a))")
+            say(a, "readmessages")
+            say(b, "sendmessage other x")
+            say(a, "idle subscription", read: false)
+            say(b, "subscribe other")
+            out.append("a idle → \(reply(a))")
+            say(a, "channels")
+            return out
+        }
+        let want = try transcript(mpd.socket)
+        let got = try transcript(d.dir + "/mpd.sock")
+        #expect(got == want, "\n  MPD:   \(want.joined(separator: "\n         "))\n  playd: \(got.joined(separator: "\n         "))")
+        #expect(want.contains("a idle → changed: message\nOK"), "the reference itself: \(want)")
+    }
 
     /// The replies of one session, one entry per reply (an entry is the reply's lines).
     static func replies(_ path: String, _ s: Session) throws -> [String] {

@@ -262,6 +262,13 @@ enum MPDCommands {
         // Cover art, in chunks (`picture`, run by `execute`: its reply is binary).
         Row("albumart", .read, 2...2) { _, _ in [] },
         Row("readpicture", .read, 2...2) { _, _ in [] },
+        // Client-to-client messages: run by the session, which owns the client's
+        // mailbox (MessageChannels); the rows give permission and argument counts.
+        Row("subscribe", .read, 1...1) { _, _ in [] },
+        Row("unsubscribe", .read, 1...1) { _, _ in [] },
+        Row("channels", .read, 0...0) { _, _ in [] },
+        Row("readmessages", .read, 0...0) { _, _ in [] },
+        Row("sendmessage", .control, 2...2) { _, _ in [] },
         Row("decoders", .none, 0...0) { _, _ in ["plugin: ffmpeg"] + QueueSources.audioExtensions.sorted().map { "suffix: \($0)" } },
     ]
 
