@@ -28,6 +28,8 @@ let package = Package(
             providers: [.apt(["libasound2-dev"])]
         ),
         .systemLibrary(name: "CLinux"),
+        // Zeroconf through Avahi, loaded with dlopen at run time (optional: see its header).
+        .target(name: "CZeroconf"),
         // The music library's index. SQLite's C API directly rather than GRDB.swift:
         // GRDB imports Foundation, which adds ~0.8 MB of private memory to the daemon
         // (see docs/library.md), and the queries here are a handful of fixed statements.
@@ -50,7 +52,7 @@ let package = Package(
         .target(name: "PlaydProtocol", dependencies: ["CLinux"]),
         .target(
             name: "PlaydDaemon",
-            dependencies: ["CoreStream", "CLinux", "CSQLite", "PlaydProtocol", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CoreStream", "CLinux", "CSQLite", "CZeroconf", "PlaydProtocol", .product(name: "Logging", package: "swift-log")]
         ),
         .executableTarget(
             name: "playd",

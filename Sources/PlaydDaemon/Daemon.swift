@@ -20,6 +20,8 @@ public final class Daemon: @unchecked Sendable {
     public var reloadConfig: (() throws -> DaemonConfig)?
     let player: Player
     var server: ControlServer!
+    /// The Zeroconf announcement of the MPD TCP listener, if any. Control thread.
+    var zeroconf: ZeroconfAnnouncer?
 
     public init(config: DaemonConfig, logger: Logger) throws {
         self.logger = logger
@@ -93,7 +95,13 @@ public final class Daemon: @unchecked Sendable {
                 }, refusal: MPDSession.refusal)
             }
             try server.addListener(path: config.resolvedMPDSocketPath, mode: config.socketMode, group: config.socketGroup, listener("mpd"))
-            if !config.mpdTCP.isEmpty { try server.addListener(tcp: config.mpdTCP, listener("mpd-tcp")) }
+            if !config.mpdTCP.isEmpty {
+                try server.addListener(tcp: config.mpdTCP, listener("mpd-tcp"))
+                if config.zeroconf, let port = config.mpdTCP.split(separator: ":").last.flatMap({ UInt16($0) }) {
+                    let name = ZeroconfName.expand(config.zeroconfName, host: ZeroconfAnnouncer.hostName())
+                    zeroconf = ZeroconfAnnouncer(name: name, port: port, logger: logger)
+                }
+            }
         }
         player.restore()
     }
@@ -126,6 +134,7 @@ public final class Daemon: @unchecked Sendable {
         logger.info("listening", metadata: ["socket.path": "\(server.path)", "state.path": "\(player.statePath)"])
         server.run()
         SDNotify.send("STOPPING=1")
+        zeroconf = nil   // withdraws the announcement before the sockets go
         player.shutdown()
         logger.info("stopped")
     }
@@ -138,6 +147,7 @@ public final class Daemon: @unchecked Sendable {
         // control thread stops sending, and systemd restarts playd.
         SDNotify.watchdog()
         player.tick()
+        zeroconf?.poll()
     }
 
     static func serverLimits(_ c: DaemonConfig) -> ControlServer.Limits {

@@ -66,6 +66,11 @@ public struct DaemonConfig: Sendable, Equatable {
     public var mpdSocket = ""
     public var mpdTCP = ""
     public var mpdPassword = ""
+    /// Announce the MPD TCP listener over Zeroconf (`_mpd._tcp`), as MPD's
+    /// zeroconf_enabled; only when `mpd.tcp` is set.
+    public var zeroconf = true
+    /// The announced name; `%h` is the host name (MPD's zeroconf_name).
+    public var zeroconfName = "playd @ %h"
     /// `volume.replaygain`: off, track, album or auto.
     public var replayGain = "off"
     /// `volume.replaygain_preamp`, dB added to the tags' gain (−15…15).
@@ -197,6 +202,12 @@ public struct DaemonConfig: Sendable, Equatable {
             case "mpd.socket": mpdSocket = try string()
             case "mpd.tcp": mpdTCP = try string()
             case "mpd.password": mpdPassword = try string()
+            case "mpd.zeroconf": zeroconf = try bool()
+            case "mpd.zeroconf_name":
+                let s = try string()
+                // A DNS-SD instance name is one DNS label: 1 to 63 bytes (RFC 6763 4.1.1).
+                guard !s.isEmpty, s.utf8.count <= 63 else { throw fail("'\(s)' must be 1 to 63 bytes (one DNS label)") }
+                zeroconfName = s
             case "volume.mixer":
                 let s = try string()
                 guard ["software", "hardware", "none"].contains(s) else { throw fail("'\(s)' must be software, hardware or none") }
