@@ -258,12 +258,59 @@ extension MPDCommands {
     }
 
     /// `count`: how many songs a filter selects and their total length (seconds).
+    /// `count [FILTER…] [group TAG]`: songs and whole seconds, per value of TAG when
+    /// grouped (MPD's Count.cxx: values sorted bytewise, a song without the tag counted
+    /// under the empty value after its fallbacks, e.g. AlbumArtist → Artist).
     static func count(_ p: Player, _ a: [String]) throws -> [String] {
-        if a.first?.lowercased() == "group" { throw Failure(.arg, "count group is not supported by playd yet") }
-        let songs = try matchingSongs(p, a, exact: true)
-        let seconds = songs.reduce(0.0) { $0 + ($1.duration ?? 0) }
-        // Checked before the conversion: the index is ours, but a trap is a dead daemon.
-        return ["songs: \(songs.count)", "playtime: \(seconds.isFinite && seconds < 1e15 ? Int(seconds.rounded()) : 0)"]
+        var args = a
+        var group: String?
+        if args.count >= 2 && args[args.count - 2] == "group" {
+            let name = args[args.count - 1]
+            guard let t = tagTypes.first(where: { $0.name.lowercased() == name.lowercased() }) else {
+                throw Failure(.arg, "Unknown tag type: \(name)")
+            }
+            group = t.name
+            args.removeLast(2)
+        }
+        let songs: [LibrarySong]
+        if args.isEmpty {
+            guard let library = p.library else { throw Failure(.system, "No database") }
+            songs = try library.find([])
+        } else {
+            songs = try matchingSongs(p, args, exact: true)
+        }
+        guard let group else { return stats(songs) }
+        var groups: [String: [LibrarySong]] = [:]
+        for s in songs { groups[groupValue(s, group) ?? "", default: []].append(s) }
+        return groups.keys.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }.flatMap { key in
+            ["\(group): \(key)"] + stats(groups[key]!)
+        }
+    }
+
+    /// `songs:` and `playtime:` as MPD sums them: milliseconds per song, then whole
+    /// seconds of the total (floored).
+    static func stats(_ songs: [LibrarySong]) -> [String] {
+        var millis: Int64 = 0
+        for s in songs {
+            // Checked before the conversion: the index is ours, but a trap is a dead daemon.
+            if let d = s.duration, d.isFinite, d > 0, d < 1e12 { millis &+= Int64((d * 1000).rounded(.down)) }
+        }
+        return ["songs: \(songs.count)", "playtime: \(millis / 1000)"]
+    }
+
+    /// A song's value for a `group` tag, with MPD's fallbacks (VisitFallback.hxx).
+    static func groupValue(_ s: LibrarySong, _ tag: String) -> String? {
+        switch tag {
+        case "Artist", "ArtistSort": return s.artist
+        case "Album", "AlbumSort": return s.album
+        case "AlbumArtist", "AlbumArtistSort": return s.albumArtist ?? s.artist
+        case "Title": return s.title
+        case "Genre": return s.genre
+        case "Date", "OriginalDate": return s.date
+        case "Track": return s.track.map { "\($0)" }
+        case "Disc": return s.disc.map { "\($0)" }
+        default: return nil   // tags the index does not keep
+        }
     }
 
     /// `listall`/`listallinfo`: everything under a folder, as MPD walks its database:
