@@ -24,6 +24,9 @@ enum MPDCommands {
 
     static let rows: [Row] = [
         Row("ping", .none, 0...0) { _, _ in [] },
+        // The error status shows is an output lost (retried on its own); nothing else
+        // lingers as MPD's player errors do, so there is nothing to clear.
+        Row("clearerror", .control, 0...0) { _, _ in [] },
         Row("status", .read, 0...0) { p, _ in status(p) },
         Row("currentsong", .read, 0...0) { p, _ in song(p, p.queue.current, path: p.engine.status().track?.path) },
         Row("stats", .read, 0...0) { p, _ in

@@ -184,7 +184,9 @@ extension MPDCommands {
                     return librarySong(p, song)
                 }
                 let (dirs, songs) = try library.ls(target.isEmpty ? nil : path(p, target))
-                return dirs.map { "directory: \(uri(p, $0))" } + songs.flatMap { librarySong(p, $0) }
+                // MPD's order (Directory::Walk): the songs, then the subfolders, then
+                // (at the top) the stored playlists.
+                return songs.flatMap { librarySong(p, $0) } + dirs.map { "directory: \(uri(p, $0))" }
                     + (target.isEmpty || target == "/" ? storedPlaylistLines(p) : [])
             } catch {
                 throw Failure(.noExist, "No such directory")
@@ -201,18 +203,18 @@ extension MPDCommands {
             return songLines(p, dir, p.songInfo(real))
         }
         guard let names = QueueSources.names(in: dir) else { throw Failure(.noExist, "No such directory") }
-        var lines: [String] = []
+        var files: [String] = [], folders: [String] = []
         for name in names.sorted(by: QueueSources.naturalLess) {
             let full = dir + "/" + name
             var st = stat()
             guard PathBytes.stat(full, &st) == 0 else { continue }
             if (st.st_mode & S_IFMT) == S_IFDIR {
-                lines.append("directory: \(uri(p, full))")
+                folders.append("directory: \(uri(p, full))")
             } else if QueueSources.audioExtensions.contains(String(name.split(separator: ".").last ?? "").lowercased()) {
-                lines.append("file: \(uri(p, full))")
+                files.append("file: \(uri(p, full))")
             }
         }
-        return lines + (target.isEmpty || target == "/" ? storedPlaylistLines(p) : [])
+        return files + folders + (target.isEmpty || target == "/" ? storedPlaylistLines(p) : [])
     }
 
     static func decimals(_ v: Double) -> String {
