@@ -60,6 +60,16 @@ final class RealMPD {
     }
 }
 
+/// A playd on `music` as its library, indexed (`update --wait` over its MPD socket),
+/// with a null output: the side compared with a ``RealMPD`` on the same folder.
+func playdOverMusic(_ music: String, extraConfig: String = "") throws -> DaemonHarness {
+    let d = try DaemonHarness(extraConfig: "[library]\nmusic_roots = [\"\(music)\"]\n" + extraConfig, output: "null")
+    try d.start()
+    let update = try Shell.run(["mpc", "-h", d.dir + "/mpd.sock", "update", "--wait"])
+    try #require(update.status == 0, "\(update.stderr)")
+    return d
+}
+
 /// The same MPD sessions against real MPD and against playd, replies compared line
 /// by line. Only values that must differ are masked (times, ids, versions, the
 /// database's dates); every other byte of every reply, the ACK code, its index, the
@@ -369,10 +379,7 @@ struct MPDDifferentialTests {
         try FileManager.default.removeItem(atPath: music + "/pic.png")
         let mpd = try RealMPD(music: music)
         defer { mpd.stop() }
-        let d = try DaemonHarness(extraConfig: "[library]\nmusic_roots = [\"\(music)\"]", output: "null")
-        try d.start()
-        let update = try Shell.run(["mpc", "-h", d.dir + "/mpd.sock", "update", "--wait"])
-        try #require(update.status == 0, "\(update.stderr)")
+        let d = try playdOverMusic(music)
         for s in Self.sessions {
             let want = try Self.replies(mpd.socket, s)
             let got = try Self.replies(d.dir + "/mpd.sock", s)

@@ -160,10 +160,7 @@ struct MetaMPDTests {
         defer { try? FileManager.default.removeItem(atPath: music) }
         let mpd = try RealMPD(music: music)
         defer { mpd.stop() }
-        let d = try DaemonHarness(extraConfig: "[library]\nmusic_roots = [\"\(music)\"]", output: "null")
-        try d.start()
-        let update = try Shell.run(["mpc", "-h", d.dir + "/mpd.sock", "update", "--wait"])
-        try #require(update.status == 0, "\(update.stderr)")
+        let d = try playdOverMusic(music)
         let want = try Self.transcript(mpd.socket)
         let got = try Self.transcript(d.dir + "/mpd.sock")
         #expect(want.count == 18, "the reference transcript: \(want)")

@@ -115,10 +115,7 @@ struct MpcSuiteTests {
         defer { try? FileManager.default.removeItem(atPath: music) }
         let mpd = try RealMPD(music: music)
         defer { mpd.stop() }
-        let d = try DaemonHarness(extraConfig: "[library]\nmusic_roots = [\"\(music)\"]\n[volume]\nreplaygain = \"off\"", output: "null")
-        try d.start()
-        let update = try Shell.run(["mpc", "-h", d.dir + "/mpd.sock", "update", "--wait"])
-        try #require(update.status == 0, "\(update.stderr)")
+        let d = try playdOverMusic(music, extraConfig: "[volume]\nreplaygain = \"off\"")
         for r in Self.script {
             let want = try Self.run(mpd.socket, r)
             let got = try Self.run(d.dir + "/mpd.sock", r)
