@@ -14,7 +14,7 @@ struct Update: ParsableCommand {
     @Flag(name: .long, help: "Wait until the scan ends, then print the totals.") var wait = false
     func run() throws {
         var fields: [(String, JSON)] = []
-        if let p = path { fields.append(("path", .string(absolute(p)))) }
+        if let p = path { fields.append(("path", .string(absoluteIfPresent(p)))) }
         let r = try connection.send("update", fields)
         let job = Int(r["job"]?.numberValue ?? 0)
         if !connection.json { print("updating the library (job \(job))") }

@@ -134,6 +134,15 @@ func absolute(_ path: String) -> String {
     return getcwd(&buf, buf.count) != nil ? PathBytes.text(cString: buf) + "/" + path : path
 }
 
+/// A relative path that names something from the working folder, made absolute;
+/// any other is passed on as written, for playd to take from its first music root
+/// (`playctl update "Artist/Album"` anywhere, `playctl update .` inside the music).
+func absoluteIfPresent(_ path: String) -> String {
+    guard !path.hasPrefix("/"), !NetworkInput.hasScheme(path) else { return path }
+    var st = stat()
+    return PathBytes.stat(path, &st) == 0 ? absolute(path) : path
+}
+
 struct Play: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Play FILE (outside the queue), a folder or playlist (queued, then its first file), a queue entry (--index, --id), or start the queue.")

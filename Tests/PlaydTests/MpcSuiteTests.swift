@@ -5,8 +5,8 @@ import CoreStreamTestSupport
 import Glibc
 #endif
 
-/// Every subcommand mpc 0.34 has, run in one scripted order against Debian's real MPD
-/// and against playd (same music tree, null outputs): exit status, standard output
+/// Every subcommand mpc 0.34 has (and ncmpcpp's non-interactive `--current-song`),
+/// run in one scripted order against Debian's real MPD and against playd (same music tree, null outputs): exit status, standard output
 /// and standard error must be the same, after masking what must differ (times,
 /// percentages of a position, versions, dates, job numbers). The few that still
 /// differ are listed with the reason; the test checks they still do, so the list
@@ -45,6 +45,8 @@ struct MpcSuiteTests {
         Run("rm", "mix"), Run("rm", "mix"), Run("lsplaylists"),
         Run("current"), Run("play", "2"), Run("pause"), Run("current"), Run("status"),
         Run("-f", "[%artist% - ]%title%", "current"),
+        // ncmpcpp, non-interactively: its status-bar mode prints the current song.
+        Run("@ncmpcpp", "--current-song"), Run("@ncmpcpp", "--current-song={%a - }{%t}|{%f} [%b] (%l) #%n"),
         Run("seek", "0:30"), Run("seek", "50%"), Run("seek", "+5"), Run("seek", "-0:10"),
         Run("seekthrough", "+3"), Run("status"),
         Run("next"), Run("pause"), Run("prev"), Run("pause"), Run("cdprev"), Run("pause"), Run("status"),
@@ -103,11 +105,102 @@ struct MpcSuiteTests {
     }
 
     static func run(_ socket: String, _ r: Run) throws -> String {
-        let out = try Shell.run(["mpc", "-h", socket] + r.args)
+        let argv = r.args.first == "@ncmpcpp"
+            ? ["ncmpcpp", "--quiet", "--host", socket] + r.args.dropFirst()
+            : ["mpc", "-h", socket] + r.args
+        let out = try Shell.run(argv)
         let stdout = out.stdout.count > 4096 || out.stdout.contains(0)
             ? "<\(out.stdout.count) bytes, fnv1a \(out.stdout.reduce(UInt64(14_695_981_039_346_656_037)) { ($0 ^ UInt64($1)) &* 1_099_511_628_211 })>"
             : String(decoding: out.stdout, as: UTF8.self)
         return mask("exit \(out.status)\n\(stdout)stderr: \(out.stderr)")
+    }
+
+    /// python-mpd2's asyncio client the way Home Assistant's mpd integration uses it:
+    /// one connection per update (commands, status, currentsong, the cover through
+    /// readpicture then albumart, listplaylists) and its services (play_media as
+    /// clear/add/play and load, volume, seek, shuffle, repeat, pause). The printed
+    /// transcript must be the same against real MPD and playd.
+    static let homeAssistant = #"""
+        import asyncio, hashlib, json, sys
+        from mpd.asyncio import MPDClient
+        from mpd.base import CommandError
+        SOCK = sys.argv[1]
+        MASK = {"time", "elapsed", "duration", "bitrate", "audio", "playlist", "last-modified", "id", "songid", "nextsongid", "playtime"}
+        def show(step, value):
+            if isinstance(value, dict) and value.get("file", "").endswith(".mp3"):
+                value = dict(value, format="(an MP3: the known Format difference, docs/protocol.md)")
+            if isinstance(value, dict):
+                value = {k: ("*" if k in MASK else ("sha1:" + hashlib.sha1(v).hexdigest() if isinstance(v, bytes) else v)) for k, v in value.items()}
+            elif isinstance(value, list):
+                value = [{k: ("*" if k in MASK else v) for k, v in e.items()} if isinstance(e, dict) else e for e in value]
+            print(step, json.dumps(value, sort_keys=True))
+        async def update(step):
+            c = MPDClient()
+            await c.connect(SOCK)
+            commands = list(await c.commands())
+            show(step + " status", await c.status())
+            song = await c.currentsong()
+            show(step + " currentsong", song)
+            if "file" in song:
+                for how in ("readpicture", "albumart"):
+                    if how in commands:
+                        try:
+                            show(step + " " + how, await getattr(c, how)(song["file"]))
+                        except CommandError as e:
+                            show(step + " " + how, str(e))
+            show(step + " listplaylists", await c.listplaylists())
+            c.disconnect()
+            return c
+        async def service(step, *calls):
+            c = MPDClient()
+            await c.connect(SOCK)
+            for name, *args in calls:
+                try:
+                    r = await getattr(c, name)(*args)
+                    show(step + " " + name, r if r is not None else "ok")
+                except CommandError as e:
+                    show(step + " " + name, str(e))
+            c.disconnect()
+        async def main():
+            await update("start")
+            await service("play_media music", ("clear",), ("add", "one.flac"), ("add", "sub/three.mp3"), ("play",), ("pause", 1))
+            await update("playing")
+            await service("volume_set", ("setvol", 35))
+            await service("media_seek", ("seekcur", 20))
+            await service("shuffle", ("random", 1))
+            await service("repeat all", ("repeat", 1), ("single", 0))
+            await service("repeat one", ("repeat", 1), ("single", 1))
+            await service("repeat off", ("repeat", 0), ("single", 0), ("random", 0))
+            await update("after services")
+            await service("save playlist", ("save", "ha"))
+            await service("play_media playlist", ("clear",), ("load", "ha"), ("play",), ("pause", 1))
+            await update("playlist loaded")
+            await service("next", ("next",), ("pause", 1))
+            await update("next")
+            await service("cleanup", ("rm", "ha"), ("stop",), ("clear",))
+            await update("end")
+        asyncio.run(main())
+        """#
+
+    @Test func homeAssistantsClientSeesPlaydAsMPD() throws {
+        let python = try MPDClientTests.pythonWithMPD2()
+        let music = try Self.musicTree()
+        defer { try? FileManager.default.removeItem(atPath: music) }
+        let mpd = try RealMPD(music: music)
+        defer { mpd.stop() }
+        let d = try playdOverMusic(music)
+        let script = d.dir + "/ha.py"
+        try Self.homeAssistant.write(toFile: script, atomically: true, encoding: .utf8)
+        func transcript(_ socket: String) throws -> [String] {
+            let r = try Shell.run([python, script, socket])
+            #expect(r.status == 0, "\(r.stderr)")
+            return String(decoding: r.stdout, as: UTF8.self).split(separator: "\n").map(String.init)
+        }
+        let want = try transcript(mpd.socket)
+        let got = try transcript(d.dir + "/mpd.sock")
+        #expect(want.count >= 40, "the reference transcript: \(want)")
+        for (w, g) in zip(want, got) { #expect(g == w, "\n  MPD:   \(w)\n  playd: \(g)") }
+        #expect(got.count == want.count)
     }
 
     @Test func everyMpcSubcommandAnswersAsWithMPD() throws {
