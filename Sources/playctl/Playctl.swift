@@ -134,6 +134,20 @@ func absolute(_ path: String) -> String {
     return getcwd(&buf, buf.count) != nil ? PathBytes.text(cString: buf) + "/" + path : path
 }
 
+/// Queue positions on the command line and in playctl's own output count from 1, as
+/// mpc's do; the protocol's `index` counts from 0 (docs/protocol.md). Checked before
+/// the subtraction: a position of 0 or less is a usage error, not an index of -1.
+func queueIndex(_ position: Int, _ name: String) throws -> Int64 {
+    guard position >= 1 else { throw ValidationError("\(name) is a queue position: 1 is the first entry (as in `playctl queue`)") }
+    return Int64(position - 1)
+}
+
+/// The 1-based position of a protocol `index` (0-based), for output.
+func position(_ index: JSON?) -> Int {
+    guard let i = index?.numberValue, i >= 0, i < 1e9 else { return 0 }
+    return Int(i) + 1
+}
+
 /// A relative path that names something from the working folder, made absolute;
 /// any other is passed on as written, for playd to take from its first music root
 /// (`playctl update "Artist/Album"` anywhere, `playctl update .` inside the music).
@@ -158,8 +172,9 @@ struct Play: ParsableCommand {
     @OptionGroup var connection: Connection
     @Argument(help: "Audio file.", completion: .file()) var file: String?
     @Option(name: .long, help: "Start at TIME.") var at: String?
-    @Option(name: .long, help: "Play the queue entry at this index.") var index: Int?
+    @Option(name: .long, help: "Play the queue entry at this position (1 is the first, as mpc counts).") var index: Int?
     @Option(name: .long, help: "Play the queue entry with this id.") var id: Int?
+    func validate() throws { if let index { _ = try queueIndex(index, "--index") } }
     func run() throws {
         var fields: [(String, JSON)] = []
         if let file, at == nil, Self.isCollection(file) {
@@ -173,7 +188,7 @@ struct Play: ParsableCommand {
         if let file {
             fields.append(("path", .string(absolute(file))))
         } else if let index {
-            fields.append(("index", .int(Int64(index))))
+            fields.append(("index", .int(try queueIndex(index, "--index"))))
         } else if let id {
             fields.append(("entry", .int(Int64(id))))
         }
@@ -213,9 +228,10 @@ struct Remove: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Remove a queue entry by id (or --index).")
     @OptionGroup var connection: Connection
     @Argument(help: "Entry id.") var id: Int?
-    @Option(name: .long, help: "Entry index instead.") var index: Int?
+    @Option(name: .long, help: "The entry at this position instead (1 is the first).") var index: Int?
+    func validate() throws { if let index { _ = try queueIndex(index, "--index") } }
     func run() throws {
-        guard let field = id.map({ ("entry", JSON.int(Int64($0))) }) ?? index.map({ ("index", JSON.int(Int64($0))) }) else {
+        guard let field = try id.map({ ("entry", JSON.int(Int64($0))) }) ?? index.map({ ("index", JSON.int(try queueIndex($0, "--index"))) }) else {
             throw ValidationError("give an id, or --index")
         }
         try connection.send("remove", [field])
@@ -223,11 +239,14 @@ struct Remove: ParsableCommand {
 }
 
 struct Move: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Move the queue entry at index FROM to index TO.")
+    static let configuration = CommandConfiguration(abstract: "Move the queue entry at position FROM to position TO (1 is the first).")
     @OptionGroup var connection: Connection
     @Argument var from: Int
     @Argument var to: Int
-    func run() throws { try connection.send("move", [("from", .int(Int64(from))), ("to", .int(Int64(to)))]) }
+    func validate() throws { _ = try queueIndex(from, "FROM"); _ = try queueIndex(to, "TO") }
+    func run() throws {
+        try connection.send("move", [("from", .int(try queueIndex(from, "FROM"))), ("to", .int(try queueIndex(to, "TO")))])
+    }
 }
 
 struct Clear: PlainRequest {
@@ -237,7 +256,7 @@ struct Clear: PlainRequest {
 }
 
 struct Queue: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List the queue: index, id, title, duration.")
+    static let configuration = CommandConfiguration(abstract: "List the queue: position (from 1), [id], title, duration.")
     @OptionGroup var connection: Connection
     func run() throws {
         let r = try connection.send("queue")
@@ -247,7 +266,7 @@ struct Queue: ParsableCommand {
             let title = e["title"]?.stringValue ?? String((e["file"]?.stringValue ?? "?").split(separator: "/").last ?? "?")
             let artist = e["artist"]?.stringValue.map { "\($0) — " } ?? ""
             let dur = e["duration"]?.numberValue.map(formatClock) ?? "?:??"
-            print("\(mark)\(Int(e["index"]?.numberValue ?? 0)). [\(Int(e["entry"]?.numberValue ?? 0))] \(artist)\(title) (\(dur))")
+            print("\(mark)\(position(e["index"])). [\(Int(e["entry"]?.numberValue ?? 0))] \(artist)\(title) (\(dur))")
         }
     }
 }
@@ -518,7 +537,7 @@ struct Status: ParsableCommand {
             var line = "queue: \(Int(length)) \(length == 1 ? "entry" : "entries")"
             if let n = next {
                 let title = n["title"]?.stringValue ?? String((n["file"]?.stringValue ?? "?").split(separator: "/").last ?? "?")
-                line += "; next: \(Int(n["index"]?.numberValue ?? 0)). \(n["artist"]?.stringValue.map { "\($0) — " } ?? "")\(title)"
+                line += "; next: \(position(n["index"])). \(n["artist"]?.stringValue.map { "\($0) — " } ?? "")\(title)"
             }
             print(line)
         }

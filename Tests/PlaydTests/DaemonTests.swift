@@ -297,7 +297,11 @@ struct DaemonTests {
         #expect(st == 0 && out.contains("added 5"), "\(out) \(err)")
         (st, out, _) = try h.playctl("queue")
         #expect(out.contains("Part 1") && out.contains("Part 3") && out.contains("missing.flac"), "\(out)")
-        (st, _, err) = try h.playctl("play", "--index", "0")
+        #expect(out.split(separator: "\n").first?.hasPrefix(" 1. [1] ") == true, "the first entry is 1, as in mpc: \(out)")
+        (st, out, err) = try h.playctl("play", "--index", "0")
+        #expect(st == 64 && err.contains("1 is the first entry") && err.contains("Usage: playctl play"),
+                "positions count from 1, and a wrong one gets play's own usage: \(out) \(err)")
+        (st, _, err) = try h.playctl("play", "--index", "1")
         #expect(st == 0, "\(err)")
         var skipped: [String] = []
         var started: [String] = []
@@ -317,8 +321,8 @@ struct DaemonTests {
         #expect(st == 0, "\(err)")
         (st, _, _) = try h.playctl("shuffle", "on")
         (st, _, _) = try h.playctl("consume", "on")
-        (st, _, _) = try h.playctl("remove", "--index", "1")
-        (st, _, _) = try h.playctl("move", "0", "3")
+        (st, _, _) = try h.playctl("remove", "--index", "2")
+        (st, _, _) = try h.playctl("move", "1", "4")
         #expect(h.request("queue")?["queue"]?.arrayValue?.map { Int($0["entry"]?.numberValue ?? 0) } == [3, 4, 5, 1])
         #expect(h.terminate().status == 0)
         let cap = try WAVFile(path: h.capture)
@@ -566,10 +570,10 @@ struct DaemonTests {
         try h.start()
         #expect(try h.playctl("status").1 == "stopped\n")
         #expect(try h.playctl("add", Fixtures.named("flac-44100-2.flac").path, Fixtures.named("flac-48000-1.flac").path).0 == 0)
-        #expect(try h.playctl("status").1 == "stopped\nqueue: 2 entries; next: 0. flac-44100-2.flac\n")
-        #expect(try h.playctl("play", "--index", "1").0 == 0)
+        #expect(try h.playctl("status").1 == "stopped\nqueue: 2 entries; next: 1. flac-44100-2.flac\n")
+        #expect(try h.playctl("play", "--index", "2").0 == 0)
         #expect(try h.playctl("stop").0 == 0)
-        #expect(try h.playctl("status").1 == "stopped\nqueue: 2 entries; next: 1. flac-48000-1.flac\n")
+        #expect(try h.playctl("status").1 == "stopped\nqueue: 2 entries; next: 2. flac-48000-1.flac\n")
         #expect(h.terminate().status == 0)
     }
 
