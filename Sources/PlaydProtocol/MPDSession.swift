@@ -329,6 +329,9 @@ public final class MPDSession: LineSession {
 
     /// The channel commands, with MPD's replies and errors (MessageCommands.cxx).
     private func message(_ channels: MessageChannels, _ command: String, _ args: [String]) -> Result<[UInt8], Failure> {
+        // The table checks the counts; without one (a bare session) they are checked here.
+        let wanted = command == "sendmessage" ? 2 : command == "channels" || command == "readmessages" ? 0 : 1
+        guard args.count == wanted else { return .failure(Failure(.arg, "wrong number of arguments for \"\(command)\"")) }
         let box: MessageChannels.Mailbox
         if let m = mailbox { box = m } else { box = channels.register(owner: self); mailbox = box }
         switch command {
