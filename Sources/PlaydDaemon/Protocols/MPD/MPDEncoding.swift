@@ -259,7 +259,6 @@ extension MPDCommands {
         return songs.flatMap { librarySong(p, $0) }
     }
 
-    /// `count`: how many songs a filter selects and their total length (seconds).
     /// `count [FILTER…] [group TAG]`: songs and whole seconds, per value of TAG when
     /// grouped (MPD's Count.cxx: values sorted bytewise, a song without the tag counted
     /// under the empty value after its fallbacks, e.g. AlbumArtist → Artist).
