@@ -188,6 +188,7 @@ public final class Daemon: @unchecked Sendable {
         check("volume.start", \.volumeStart); check("volume.max", \.volumeMax)
         check("mpd.enabled", \.mpdEnabled); check("mpd.socket", \.mpdSocket); check("mpd.tcp", \.mpdTCP)
         check("mpd.password", \.mpdPassword); check("mpd.max_command_list_size", \.maxCommandListKiB)
+        check("mpd.zeroconf", \.zeroconf); check("mpd.zeroconf_name", \.zeroconfName)
         // What does change now.
         var applied = config
         applied.logLevel = new.logLevel

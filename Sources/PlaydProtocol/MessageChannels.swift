@@ -10,12 +10,18 @@ public final class MessageChannels {
     /// a message to a client whose box is full is not delivered to it.
     public static let maxSubscriptions = 16
     public static let maxMessages = 64
+    /// And playd's own: 256 KiB of unread text per client. MPD has no byte cap, but 64
+    /// lines of 64 KiB are 4 MiB a client, more than a `readmessages` reply may leave
+    /// unsent (1 MiB) and, over 100 connections, more than the unit's MemoryMax.
+    public static let maxMailboxBytes = 256 * 1024
 
     /// One client's subscriptions and unread messages. The session owns it; the
     /// registry holds it weakly, so a closed connection drops out by itself.
     public final class Mailbox {
         public fileprivate(set) var channels: Set<String> = []
         public fileprivate(set) var messages: [(channel: String, text: String)] = []
+        /// UTF-8 bytes of channel names and texts in `messages`.
+        public fileprivate(set) var bytes = 0
         /// The session to wake (idle `message`), compared by identity.
         public weak var owner: AnyObject?
         fileprivate init(owner: AnyObject?) { self.owner = owner }
@@ -75,9 +81,12 @@ public final class MessageChannels {
     public func send(_ text: String, to channel: String) -> Bool {
         var sent = false
         for w in boxes {
-            guard let b = w.box, b.channels.contains(channel), b.messages.count < Self.maxMessages else { continue }
+            let size = channel.utf8.count + text.utf8.count
+            guard let b = w.box, b.channels.contains(channel), b.messages.count < Self.maxMessages,
+                  b.bytes + size <= Self.maxMailboxBytes else { continue }
             if b.messages.isEmpty, let owner = b.owner { wake?(owner, "message") }
             b.messages.append((channel, text))
+            b.bytes += size
             sent = true
         }
         return sent
@@ -85,7 +94,7 @@ public final class MessageChannels {
 
     /// The unread messages, oldest first, and the box emptied.
     public func take(_ m: Mailbox) -> [(channel: String, text: String)] {
-        defer { m.messages.removeAll() }
+        defer { m.messages.removeAll(); m.bytes = 0 }
         return m.messages
     }
 }

@@ -1,3 +1,4 @@
+import CoreStream
 import CZeroconf
 import Logging
 #if canImport(Glibc)
@@ -38,7 +39,7 @@ final class ZeroconfAnnouncer {
     static func hostName() -> String {
         var buf = [CChar](repeating: 0, count: 256)
         guard gethostname(&buf, buf.count - 1) == 0 else { return "localhost" }
-        return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return PathBytes.text(cString: buf)
     }
 
     /// Nil when Avahi cannot be used at all (logged as a warning, not fatal).
@@ -46,7 +47,7 @@ final class ZeroconfAnnouncer {
         self.logger = logger
         var err = [CChar](repeating: 0, count: 256)
         guard let h = czc_publish(name, Self.serviceType, port, &err, err.count) else {
-            let why = String(decoding: err.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let why = PathBytes.text(cString: err)
             logger.warning("zeroconf: not announced (\(why)); MPD clients must be given the address", metadata: ["zeroconf.name": "\(name)"])
             return nil
         }
@@ -61,7 +62,7 @@ final class ZeroconfAnnouncer {
     var name: String {
         var buf = [CChar](repeating: 0, count: 128)
         czc_name(handle, &buf, buf.count)
-        return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return PathBytes.text(cString: buf)
     }
 
     var state: Int32 { czc_state(handle) }
@@ -77,7 +78,7 @@ final class ZeroconfAnnouncer {
         case Int32(CZC_FAILED):
             var buf = [CChar](repeating: 0, count: 256)
             czc_error(handle, &buf, buf.count)
-            logger.warning("zeroconf: failed: \(String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))")
+            logger.warning("zeroconf: failed: \(PathBytes.text(cString: buf))")
         default: break
         }
     }
