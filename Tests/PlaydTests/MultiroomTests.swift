@@ -180,16 +180,16 @@ struct MultiroomTests {
         // again (awaited below); a 9 s track left one run in a loaded CI too little
         // time after that to hear a second.
         let (h, snap, track) = try playToSnapcast(seconds: 14)
-        usleep(2_000_000)
         func feed() -> JSON? { h.request("outputs")?["outputs"]?.arrayValue?.first { $0["name"]?.stringValue == "snapcast" } }
+        // Two seconds of tone into the FIFO before the kill (the feed's own counter, not a sleep).
+        #expect(h.waitFor(seconds: 10) { (feed()?["frames_written"]?.numberValue ?? 0) >= 2 * 48000 }, "\(feed()?.text ?? "")")
         #expect(feed()?["state"]?.stringValue == "writing")
         snap.killServer()
-        #expect(h.waitFor(seconds: 2) { feed()?["state"]?.stringValue == "no_reader" }, "\(feed()?.text ?? "")")
+        #expect(h.waitFor(seconds: 5) { feed()?["state"]?.stringValue == "no_reader" }, "\(feed()?.text ?? "")")
         let droppedAtKill = feed()?["frames_dropped"]?.numberValue ?? 0
-        usleep(1_000_000)
         // playd plays on: nothing blocked, the feed counts what it drops.
+        #expect(h.waitFor(seconds: 5) { (feed()?["frames_dropped"]?.numberValue ?? 0) >= droppedAtKill + 48000 }, "\(feed()?.text ?? "")")
         #expect(h.request("status")?["state"]?.stringValue == "playing")
-        #expect((feed()?["frames_dropped"]?.numberValue ?? 0) > droppedAtKill)
         try snap.startServer()
         #expect(h.waitFor(seconds: 3) { feed()?["state"]?.stringValue == "writing" }, "\(feed()?.text ?? "")")
         try snap.waitUntilClientSynced(times: 2)
@@ -205,9 +205,13 @@ struct MultiroomTests {
         let reference = try Reference.decode(track)
         #expect(capture.samples == reference, "the local output lost audio while snapserver was away")
         // The client heard the tone before the kill and again after the restart.
+        // After a reconnect snapclient may resynchronise with a short gap or two (its
+        // own clock sync; one CI run rendered 901 frames after such a gap), so what
+        // counts is the tone heard after the kill in all, not one unbroken run.
         let runs = Self.toneRuns(try snap.renderedSamples())
         #expect(runs.count >= 2, "tone runs: \(runs)")
-        #expect((runs.last?.length ?? 0) >= 48000, "after the restart the client rendered \(runs.last?.length ?? 0) frames")
+        let afterRestart = runs.dropFirst().reduce(0) { $0 + $1.length }
+        #expect(afterRestart >= 48000, "after the restart the client rendered \(afterRestart) frames: \(runs)")
     }
 
     /// `playctl outputs` / `output enable|disable`, MPD's `outputs` / `enableoutput` /
