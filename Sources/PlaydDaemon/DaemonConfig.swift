@@ -117,13 +117,27 @@ public struct DaemonConfig: Sendable, Equatable {
         public var description: String { message }
     }
 
+    /// The config's tables; every key is `table.key`.
+    static let sections: Set<String> = ["control", "mpd", "output", "engine", "library", "state", "volume", "streams", "limits", "log"]
+
     /// Parses `text` (the file at `path`, named in errors).
     public init(toml text: String, path: String) throws(Error) {
-        let doc: TOMLSubset
-        do { doc = try TOMLSubset(parsing: text) } catch { throw Error(message: "\(path): \(error)") }
+        try self.init(toml: Array(text.utf8), path: path)
+    }
+
+    /// Parses the bytes of a TOML 1.0 file (`path` is named in errors).
+    public init(toml bytes: [UInt8], path: String) throws(Error) {
+        let doc: TOML
+        do { doc = try TOML(bytes: bytes) } catch { throw Error(message: "\(path): \(error)") }
         self.init()
-        for key in doc.order {
-            let e = doc.entries[key]!
+        for h in doc.headers where h.path.count != 1 || !Self.sections.contains(h.path[0]) {
+            let name = h.path.map(TOML.showKey).joined(separator: ".")
+            throw Error(message: "\(path): line \(h.line): unknown table [\(name)] (the tables are \(Self.sections.sorted().joined(separator: ", ")))")
+        }
+        for e in doc.leaves {
+            // Every setting is `table.key`: a path of any other length (or a quoted part
+            // holding a dot) matches none of the cases below.
+            let key = e.path.count == 2 ? e.path.joined(separator: ".") : e.path.map(TOML.showKey).joined(separator: ".")
             func fail(_ m: String) -> Error { Error(message: "\(path): line \(e.line): \(key): \(m)") }
             func string() throws(Error) -> String {
                 guard case .string(let s) = e.value else { throw fail("expected a string, got \(e.value.typeName)") }
@@ -267,14 +281,14 @@ public struct DaemonConfig: Sendable, Equatable {
             candidates = [xdg.map { $0 + "/playd/config.toml" }, "/etc/playd/config.toml"].compactMap { $0 }
         }
         for c in candidates {
-            let text: String
+            let bytes: [UInt8]
             do {
-                text = String(decoding: try LocalFile.read(c, limit: maxFileBytes, withinRoots: false), as: UTF8.self)
+                bytes = try LocalFile.read(c, limit: maxFileBytes, withinRoots: false)
             } catch {
                 if path != nil || error.code != .fileNotFound { throw Error(message: "\(c): cannot read the config file: \(error.message)") }
                 continue
             }
-            return (try DaemonConfig(toml: text, path: c), c)
+            return (try DaemonConfig(toml: bytes, path: c), c)
         }
         return (DaemonConfig(), nil)
     }

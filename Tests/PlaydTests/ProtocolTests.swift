@@ -113,6 +113,15 @@ struct ConfigTests {
         ("[library]\nmusic_roots = [\n  \"/a\",\n  1,\n]", "line 2: library.music_roots"),
         ("[library]\nmusic_roots = [\n  \"/a\"\n", "line 2: expected ',' or ']'"),
         ("[streams]\nprefill_kib = 64\nbuffer_kib = 32", "streams.prefill_kib (64) must not exceed streams.buffer_kib (32)"),
+        ("\n[outptu]", "line 2: unknown table [outptu]"),
+        ("[output.extra]\nx = 1", "line 1: unknown table [output.extra]"),
+        ("\"control.socket\" = \"/x\"", "line 1: unknown key '\"control.socket\"'"),
+        ("control = 1", "line 1: unknown key 'control'"),
+        ("[[output]]\ndevice = \"null\"", "line 1: unknown key 'output'"),
+        ("output = { device = \"null\", buffer_time = 1.5 }", "line 1: output.buffer_time: expected an integer, got float"),
+        ("output.device = \"null\"\n[output]", "line 2: table [output] defined twice"),
+        ("[state]\nfile = \"\"\"\n/var/lib/x", "line 3: the multi-line string is not closed"),
+        ("[log]\nlevel = 1979-05-27", "line 2: log.level: expected a string, got date-time"),
     ])
     func refusesWithKeyAndLine(_ text: String, _ expected: String) {
         do {
@@ -136,6 +145,29 @@ struct ConfigTests {
         let c = try DaemonConfig(toml: "[library]\n" + text + "\nallow_outside_roots = true\n", path: "t.toml")
         #expect(c.musicRoots == roots)
         #expect(c.allowOutsideRoots)
+    }
+
+    /// The rest of TOML 1.0 reaches the settings: dotted keys, inline tables, literal
+    /// and multi-line strings, quoted keys, underscores in numbers.
+    @Test func everyFormOfTOMLReachesTheSettings() throws {
+        let text = #"""
+        output.device = "null"   # a dotted key at the top level
+        library = { music_roots = ['/srv/music', """/srv/more"""], "allow_outside_roots" = false }
+        [state]
+        file = '''/var/lib/playd/state.json'''
+        save_interval = 1_0
+        [control]
+        socket = """\
+            /run/playd/\
+            control.sock"""
+        "socket_group" = 'audio'
+        """#
+        let c = try DaemonConfig(toml: text, path: "t.toml")
+        #expect(c.outputDevice == "null")
+        #expect(c.musicRoots == ["/srv/music", "/srv/more"])
+        #expect(c.allowOutsideRoots == false)
+        #expect(c.stateFile == "/var/lib/playd/state.json" && c.saveInterval == 10)
+        #expect(c.socketPath == "/run/playd/control.sock" && c.socketGroup == "audio")
     }
 
     @Test func theExampleConfigParsesToTheDefaults() throws {
