@@ -78,7 +78,19 @@ public final class Daemon: @unchecked Sendable {
             // One message board for every MPD connection (subscribe/sendmessage). A
             // wake-up is posted: it runs after the command that caused it has replied.
             let channels = MessageChannels()
-            channels.wake = { [unowned server] owner, subsystem in
+            // The player reads the `announce` channel: an MPD client announces with
+            // `sendmessage announce "FILE|URL"` (docs/announcements.md).
+            let announceBox = channels.register(owner: player)
+            _ = channels.subscribe(announceBox, to: Player.announceChannel)
+            let board = UncheckedSendable((channels, announceBox))
+            channels.wake = { [unowned server, unowned player] owner, subsystem in
+                if owner === player {
+                    // Posted: it runs after the `sendmessage` has replied.
+                    server.post { [unowned player] in
+                        for m in board.value.0.take(board.value.1) { player.announceMessage(m.text) }
+                    }
+                    return
+                }
                 let target = UncheckedSendable(owner)
                 server.post { [unowned server] in
                     server.notifySessions { session in

@@ -52,14 +52,25 @@ struct RenderThreadTests {
             #expect(r?["ok"] == .bool(true), "\(cmd): \(r?.text ?? "no reply")")
         }
         func heard(beyond frames: Double) { #expect(d.waitFor { (d.request("status")?["position_frames"]?.numberValue ?? 0) > frames }) }
-        // Every transport path the render thread has: start, pause ramp and idle,
-        // resume, seek, loop wraps, reverse, volume and mute, a gapless join, a
+        // Every transport path the render thread has: start, announcements, pause ramp
+        // and idle, resume, seek, loop wraps, reverse, volume and mute, a gapless join, a
         // format change, stop, and the end of the queue.
+        func announced() { #expect(d.waitFor(seconds: 20) { d.request("status")?["announcing"]?.isNull == true }) }
         ok("add", ("paths", .array([.string(a), .string(b), .string(other)])))
         ok("play", ("index", .int(0)))
         heard(beyond: 10_000)
+        // An announcement over the music (a 48 kHz mono clip, converted), one cancelled
+        // half-way, and one while paused (the clip alone).
+        ok("announce", ("path", .string(other)), ("duck", .number(-12)))
+        announced()
+        ok("announce", ("path", .string(b)))
+        #expect(d.waitFor { d.request("status")?["announcing"]?.isNull == false })
+        ok("announce", ("cancel", .bool(true)))
+        announced()
         ok("pause")
         #expect(d.waitFor { d.request("status")?["state"]?.stringValue == "paused" })
+        ok("announce", ("path", .string(other)))
+        announced()
         ok("resume")
         ok("seek", ("to", .number(0.5)))
         ok("loop", ("start", .number(0.6)), ("end", .number(0.7)), ("count", .int(3)))

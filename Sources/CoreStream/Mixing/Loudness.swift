@@ -101,6 +101,9 @@ public enum Loudness {
         settings.muted ? 0 : Float(volumeGain(settings.volume))
     }
 
+    /// A gain in dB as a linear factor.
+    public static func linear(db: Double) -> Double { pow10(db / 20) }
+
     private static func pow10(_ x: Double) -> Double { exp(x * 2.302585092994046) }
     private static func log10(_ x: Double) -> Double { log(x) / 2.302585092994046 }
 }

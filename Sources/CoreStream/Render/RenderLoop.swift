@@ -82,6 +82,12 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     /// by the device, never heard).
     private var fedUpTo = 0
 
+    /// The announcement mixed over the music (Voice.swift).
+    private var voice: VoiceMixer
+    /// Voice-only periods were written while the music was not playing (stopped,
+    /// between tracks): once the voice is over, the device plays them out and stops.
+    private var voiceLeftDeviceRunning = false
+
     init(shared: RenderShared, output: Output, format: NegotiatedFormat, feeds: [FeedOutput] = []) {
         self.shared = shared
         self.output = output
@@ -105,6 +111,8 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             device = .allocate(byteCount: bytes, alignment: 16)
             device.initializeMemory(as: UInt8.self, repeating: 0, count: bytes)
         }
+        voice = VoiceMixer(shared: shared.voice, channels: format.pcm.channels, capacity: mixFrames,
+                           sampleRate: format.pcm.sampleRate)
         history = .allocate(capacity: 64)
         history.initialize(repeating: .empty, count: 64)
         pieces = .allocate(capacity: 256)
@@ -142,11 +150,14 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             let wantPlaying = shared.wantPlaying.load(ordering: .relaxed)
             switch state {
             case .failed:
+                voice.abandon()
                 EventFD.wait(shared.renderWake, timeoutNanoseconds: -1)
             case .paused:
                 if wantPlaying {
                     state = .starting
                     publishState()
+                } else if voice.busy {
+                    renderVoicePeriod()
                 } else {
                     idleWhilePaused()
                 }
@@ -217,7 +228,9 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             pieceHead = 1
             pieceCount = queued > 0 ? 1 : 0
         } else {
+            let queued = max(0, output.delay())
             dropDevice()
+            voice.takeBack(queued)
             pieceCount = 0
         }
         shared.ring.discardAll()
@@ -254,6 +267,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
                 if got > 0 {
                     let ringBack = takeBack(deviceFrames: got)
                     shared.ring.rewind(min(ringBack, shared.ring.retain))
+                    voice.takeBack(got)
                 }
             }
             if state == .draining {
@@ -288,7 +302,15 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
                 shared.endedGeneration.store(g, ordering: .releasing)
                 EventFD.signal(shared.readerWake)
             }
+            if voice.busy { renderVoicePeriod(); return }
+            if voiceLeftDeviceRunning { settleAfterVoice(); return }
             EventFD.wait(shared.renderWake, timeoutNanoseconds: -1)
+            return
+        }
+        if available < startThreshold && !atEnd && voice.busy {
+            // The music is loading: the announcement goes on meanwhile.
+            EventFD.signal(shared.readerWake)
+            renderVoicePeriod()
             return
         }
         if available < startThreshold && !atEnd {
@@ -310,19 +332,28 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         }
         gainTarget = 1
         state = .running
+        voiceLeftDeviceRunning = false
+        drainDeadline = 0
         publishCountdown = 0
         publishState()
     }
 
-    /// Writes one period when the device has room for it.
-    private mutating func renderPeriod() {
+    /// Whether the device has room for a period now; if not, waits (up to 1 s, or a
+    /// command) for it, or recovers the device, and returns false.
+    private mutating func roomForAPeriod() -> Bool {
         let space = output.writable()
-        if space < 0 { recover(space); return }
+        if space < 0 { recover(space); return false }
         if space < period {
             let r = output.wait(frames: period, wakeDescriptor: shared.renderWake, timeoutNanoseconds: 1_000_000_000)
             if case .error(let e) = r { recover(Int(e)) }
-            return
+            return false
         }
+        return true
+    }
+
+    /// Writes one period when the device has room for it.
+    private mutating func renderPeriod() {
+        guard roomForAPeriod() else { return }
         let end = shared.endIndex.load(ordering: .acquiring)
         let consumer = shared.ring.consumerIndex
         let available = shared.ring.readableFrames
@@ -370,9 +401,16 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
 
     /// Reads `fromRing` frames (padding to `frames` with silence), applies the gain ramp,
     /// converts and writes them. Records where they came from. `frames` ≤ a period.
-    private mutating func writeFrames(_ frames: Int, fromRing: Int) {
+    private mutating func writeFrames(_ frames: Int, fromRing: Int, startVoice: Bool = true) {
         let ringStart = shared.ring.consumerIndex
         if fromRing > 0 { takeMarkers(upTo: ringStart + fromRing) }
+        if startVoice && voice.busy {
+            let musicPlaying = fromRing > 0 && state == .running
+            var musicFrame: Int64 = -1
+            if musicPlaying && !voice.active, let m = marker(forRing: ringStart) { musicFrame = m.sourceFrame(atRing: ringStart) }
+            voice.update(musicPlaying: musicPlaying, musicFrame: musicFrame)
+        }
+        let volume = Float(bitPattern: shared.level.load(ordering: .relaxed))
         let frameBytes = channels * format.sampleFormat.bytesPerSample
         var prepared = 0
         while prepared < frames {
@@ -384,6 +422,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
                 (mix + ringHere * channels).update(repeating: 0, count: (n - ringHere) * channels)
             }
             applyGain(frames: ringHere)
+            if voice.active { voice.mix(mix, frames: n, volume: volume) }
             if let p = played { keepPlayedCopy(p, at: deviceWritten + prepared, frames: n) }
             convert(frames: n, into: device + prepared * frameBytes)
             prepared += n
@@ -419,6 +458,37 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         }
     }
 
+    /// One period of the announcement alone (no music is playing): silence with the
+    /// clip mixed in, when the device has room.
+    private mutating func renderVoicePeriod() {
+        guard roomForAPeriod() else { return }
+        writeFrames(period, fromRing: 0)
+        // A device stopped by a pause or a drain starts only when its buffer fills; a
+        // clip shorter than that would never be heard.
+        output.startIfPrepared()
+        if state == .paused { pausedDeviceIdle = false } else { voiceLeftDeviceRunning = true }
+    }
+
+    /// After an announcement played with no music: let the device play it out, then
+    /// stop it (as the end of a track does), rather than let it run dry.
+    private mutating func settleAfterVoice() {
+        let queued = output.delay()
+        let now = monotonicNanoseconds()
+        if drainDeadline == 0 {
+            // Bounded as a drain is: the pulse plugin reports a delay once run dry.
+            drainDeadline = now + UInt64(FrameTime.rescale(Int64(max(0, queued)), 1_000_000_000, Int64(format.pcm.sampleRate))) + 150_000_000
+        }
+        if queued > 0 && now < drainDeadline {
+            let ns = Int(FrameTime.rescale(Int64(queued), 1_000_000_000, Int64(format.pcm.sampleRate)))
+            EventFD.wait(shared.renderWake, timeoutNanoseconds: min(ns + 1_000_000, 100_000_000))
+            feedPlayed()
+            return
+        }
+        drainDeadline = 0
+        dropDevice()
+        voiceLeftDeviceRunning = false
+    }
+
     /// Pause: take back what the device has queued but not played (when it can rewind),
     /// ramp out over 5 ms from the frame being heard, and stop.
     private mutating func pause() {
@@ -433,6 +503,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             if got > 0 {
                 let ringBack = takeBack(deviceFrames: got)
                 shared.ring.rewind(min(ringBack, shared.ring.retain))
+                voice.takeBack(got)
             }
         }
         gainTarget = 0
@@ -441,7 +512,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         // arguments, an allocation on this thread (RenderThreadTests found it here).
         let left = max(0, shared.endIndex.load(ordering: .acquiring) - shared.ring.consumerIndex)
         let take = min(min(rampFrames, period), min(shared.ring.readableFrames, left))
-        if take > 0 { writeFrames(take, fromRing: take) }
+        if take > 0 { writeFrames(take, fromRing: take, startVoice: false) }
         gain = 0
         gainTarget = 1
         state = .paused
@@ -469,6 +540,12 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
 
     /// After the last frame: wait until the device has played it, then report the end.
     private mutating func drain() {
+        if voice.busy {
+            // The music ended under an announcement: the clip plays on, then the end.
+            drainDeadline = 0
+            renderVoicePeriod()
+            return
+        }
         let queued = output.delay()
         let now = monotonicNanoseconds()
         if drainDeadline == 0 {

@@ -146,6 +146,8 @@ public final class RenderShared: @unchecked Sendable {
     public let ring: FrameRing
     /// Segment markers, reader → render. Producer: reader. Consumer: render.
     public let markers: SPSCQueue<SegmentMarker>
+    /// The second voice (announcements): its ring and hand-offs, see ``VoiceShared``.
+    public let voice = VoiceShared()
 
     /// Wakes the render thread (commands, data after a starvation). Any thread signals.
     public let renderWake: Int32

@@ -73,6 +73,13 @@ public final class PlaybackEngine: @unchecked Sendable {
         case outputChanged(name: String)
         /// News from the network stream playing (`path`): a title, a drop, a reconnect.
         case stream(path: String, StreamEvent)
+        /// The render thread started announcement `id` (``announce(_:label:options:)``):
+        /// over the music from its source frame `musicFrame`, or alone (nil). Sent by the
+        /// voice thread.
+        case announcementStarted(id: UInt64, label: String, musicFrame: Int64?)
+        /// Announcement `id` is over: played to its end, cut short (`cancelled`: a cancel,
+        /// an output reopened, shutdown), or refused (`error`: a source would not open).
+        case announcementEnded(id: UInt64, label: String, cancelled: Bool, error: StreamError?)
     }
 
     /// One output as `outputs` lists it: the local one first, then the feeds.
@@ -134,12 +141,12 @@ public final class PlaybackEngine: @unchecked Sendable {
     }
 
     public let configuration: Configuration
-    private let logger: Logger
-    private let onEvent: @Sendable (Event) -> Void
-    private let shared: RenderShared
+    let logger: Logger
+    let onEvent: @Sendable (Event) -> Void
+    let shared: RenderShared
 
     // Control state. Protected by `control`; written by API callers and the reader thread.
-    private struct Control {
+    struct Control {
         var transport = Transport()
         var track: TrackInfo?
         /// The stream being heard: a track from a play, or a seek in it. Generations
@@ -172,7 +179,7 @@ public final class PlaybackEngine: @unchecked Sendable {
         /// The current track's ReplayGain tags.
         var replayGain = ReplayGainInfo()
     }
-    private let control = Locked(Control())
+    let control = Locked(Control())
     /// Serializes what reopens the output (`play` of another format, `openOutput`,
     /// `recoverOutput`): held while the reader is detached and the render thread
     /// restarted, so `control` need not be. Taken before `control`, never while holding
@@ -180,6 +187,9 @@ public final class PlaybackEngine: @unchecked Sendable {
     private let reconfigure = Locked(())
     /// Commands to the reader thread (``ReaderLoop``).
     private let mailbox: ReaderMailbox
+    /// The announcement's voice thread (PlaybackEngine+Voice.swift). Taken after
+    /// `control` when both are held, never before it.
+    let voiceControl = Locked(VoiceControl())
 
     /// Set at init; cleared by `shutdown()` under `reconfigure`, and read under it.
     private var readerThread: PThread?
@@ -553,6 +563,7 @@ public final class PlaybackEngine: @unchecked Sendable {
                 c.output = nil
             }
         }
+        stopVoice()
         for feed in configuration.feeds { feed.stop() }
     }
 

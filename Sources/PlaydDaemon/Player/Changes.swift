@@ -72,6 +72,10 @@ public enum PlayerEvent: Sendable {
     case streamReconnected(path: String)
     /// A stored playlist was made, changed, renamed (its new name) or removed.
     case storedPlaylist(name: String)
+    /// An announcement began: over the music from its source frame, or alone (nil).
+    case announcementStarted(source: String, musicFrame: Int64?)
+    /// An announcement ended: played out, cancelled, or refused (`code`, `message`).
+    case announcementEnded(source: String, cancelled: Bool, code: String?, message: String?)
 
     /// What the event means for MPD's idle subsystems.
     public var changes: Changes {
@@ -88,6 +92,8 @@ public enum PlayerEvent: Sendable {
         case .updateStarted: return .update
         case .updateFinished(let r, _): return r.added + r.updated + r.removed > 0 ? [.update, .database] : .update
         case .underruns, .corruptPackets, .loopWrapped, .updateRunning: return []
+        // Not MPD news: MPD has no announcements (its clients send them as messages).
+        case .announcementStarted, .announcementEnded: return []
         }
     }
 }

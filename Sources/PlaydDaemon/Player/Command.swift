@@ -76,6 +76,10 @@ public enum Command: Sendable {
     case playlistMove(String, from: Int, to: Int)
     case playlistRename(String, to: String)
     case playlistRemove(String)
+    /// An announcement over the music (or queued behind the one playing).
+    case announce(Player.AnnounceRequest)
+    /// Stop the announcement playing (the next waiting one follows).
+    case cancelAnnouncement
 }
 
 /// What a command did, for the replies (everything else is read from the player).

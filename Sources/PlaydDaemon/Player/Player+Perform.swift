@@ -37,6 +37,8 @@ extension Player {
             let i = try checkedIndex(index)
             if queue.current != i || engine.status().state == .stopped { try playEntry(i) }
             out.seekedTo = try seek(frames: nil, seconds: seconds, relative: false)
+        case .announce(let r): try announce(r)
+        case .cancelAnnouncement: try cancelAnnouncement()
         case .next: try next()
         case .previous: try previous()
         case .add(let sources, let place):

@@ -109,6 +109,8 @@ public final class Player: @unchecked Sendable {
     public var openingStream: String? { streamOpening?.url }
     /// How much of its network buffer's prefill has arrived (0…100).
     public var openingPercent: Int { streamOpening?.percent ?? 0 }
+    /// Announcements playing and waiting (Player+Announce.swift). Control thread.
+    var announcements = Announcements()
     /// Resumes the sessions parked on ``PlayerError/Code/workPending`` (the server's
     /// `resumeParked`). Set by the daemon. Control thread.
     public var resumeParked: () -> Void = {}
@@ -263,6 +265,7 @@ public final class Player: @unchecked Sendable {
             // The `track_end` and `track` events went out already; the queue moves on.
             queueTrackStarted(to)
         case .loopWrapped(let pass, let remaining): emit(.loopWrapped(passes: pass, remaining: remaining))
+        case .announcementStarted, .announcementEnded: announcementEvent(e)
         case .outputChanged(let name):
             // Listed here, on the control thread: a feed's thread sends this.
             if let o = engine.outputs().first(where: { $0.name == name }) { emit(.output(o)) }

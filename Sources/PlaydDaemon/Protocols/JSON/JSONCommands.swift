@@ -61,6 +61,7 @@ enum JSONCommands {
             return [("cover", .obj(("mime", .string(art.mime)), ("size", .int(Int64(art.bytes.count))),
                                    ("data", .string(Base64.encode(art.bytes)))))]
         },
+        "announce": announce,
         "outputs": { c in [("outputs", .array(c.player.engine.outputs().map { .object(JSONEncoding.outputMembers($0)) }))] },
         "output": { c in
             guard let name = c["name"]?.stringValue, !name.isEmpty else { throw PlayerError(.badRequest, "output needs \"name\" (see `outputs`)") }
@@ -230,6 +231,41 @@ enum JSONCommands {
             try c.player.perform(.playQueue)
         }
         return JSONEncoding.current(c.player)
+    }
+
+    /// `{"cmd":"announce","path":FILE|URL, "duck":DB, "gain":DB, "pause":BOOL, "chime":FILE}`,
+    /// or `{"cmd":"announce","cancel":true}`.
+    static func announce(_ c: Context) throws -> [(String, JSON)] {
+        if let v = c["cancel"] {
+            guard v.boolValue == true else { throw PlayerError(.badRequest, "\"cancel\" must be true") }
+            try c.player.perform(.cancelAnnouncement)
+            return []
+        }
+        func text(_ key: String) throws -> String? {
+            guard let v = c[key], !v.isNull else { return nil }
+            guard let s = v.stringValue, !s.isEmpty else { throw PlayerError(.badRequest, "\"\(key)\" must be a non-empty string") }
+            guard s.utf8.count <= 4096 else { throw PlayerError(.badRequest, "\"\(key)\" longer than 4096 bytes") }
+            return s
+        }
+        func decibels(_ key: String) throws -> Double? {
+            guard let v = c[key], !v.isNull else { return nil }
+            guard let d = v.numberValue, d.isFinite else { throw PlayerError(.badRequest, "\"\(key)\" must be a number of dB") }
+            return d
+        }
+        guard let source = try text("path") ?? text("url") else {
+            throw PlayerError(.badRequest, "announce needs \"path\" (a file or URL), or \"cancel\": true")
+        }
+        var r = Player.AnnounceRequest(source: source)
+        r.chime = try text("chime")
+        if let d = try decibels("duck") { r.duckDB = d }
+        if let g = try decibels("gain") { r.gainDB = g }
+        if let p = c["pause"], !p.isNull {
+            guard let b = p.boolValue else { throw PlayerError(.badRequest, "\"pause\" must be true or false") }
+            r.pause = b
+        }
+        try c.player.perform(.announce(r))
+        let waiting = c.player.announcing.map { $0.request == r ? 0 : $0.waiting } ?? 0
+        return [("queued", .bool(waiting > 0)), ("waiting", .int(waiting))]
     }
 
     static func seek(_ c: Context) throws -> [(String, JSON)] {

@@ -38,6 +38,12 @@ enum JSONEncoding {
                                  ("rate", .number((rate * 10).rounded() / 10))])
         case .buffering(let url): return ev("buffering", [("file", .string(url))])
         case .storedPlaylist(let name): return ev("stored_playlist", [("name", .string(name))])
+        case .announcementStarted(let source, let frame):
+            return ev("announcement_started", [("source", .string(source)), ("music_frame", frame.map(JSON.int) ?? .null)])
+        case .announcementEnded(let source, let cancelled, let code, let message):
+            var m: [(String, JSON)] = [("source", .string(source)), ("cancelled", .bool(cancelled))]
+            if let code { m += [("error", .obj(("code", .string(code)), ("message", .string(message ?? ""))))] }
+            return ev("announcement_ended", m)
         case .streamTitle(let path, let title):
             let parts = title.map(NetworkInput.splitTitle)
             return ev("metadata", [("file", .string(path)), ("stream_title", title.map(JSON.string) ?? .null),
@@ -172,6 +178,13 @@ enum JSONEncoding {
         m.append(("queue", .object([("length", .int(Int64(q.count))), ("current", q.current.map { JSON.int(Int64($0)) } ?? .null),
                                     ("current_id", q.currentEntry.map { JSON.int(Int64($0.id)) } ?? .null),
                                     ("next_id", player.pendingNext.map { JSON.int(Int64($0.id)) } ?? .null)] + options(q))))
+        if let a = player.announcing {
+            m.append(("announcing", .obj(("source", .string(a.request.source)), ("mode", .string(a.request.pause ? "pause" : "duck")),
+                                         ("duck_db", .number(a.request.duckDB)), ("gain_db", .number(a.request.gainDB)),
+                                         ("waiting", .int(a.waiting)))))
+        } else {
+            m.append(("announcing", .null))
+        }
         if let library = player.library {
             var l: [(String, JSON)] = [("songs", .int(player.librarySongs)), ("updating", .bool(library.isScanning))]
             if let p = library.progress {

@@ -1,0 +1,167 @@
+import CoreStream
+
+/// Announcements over the music (the engine's second voice, Voice.swift): one plays at
+/// a time, the others wait their turn. Control thread.
+extension Player {
+    /// One announcement as a client asked for it.
+    public struct AnnounceRequest: Sendable, Equatable {
+        /// The clip: a file (under the roots, as `play`) or an http(s) URL.
+        public var source: String
+        /// Played just before the clip, under the same duck.
+        public var chime: String?
+        /// The music's level under the clip, dB: −60…0.
+        public var duckDB: Double = -18
+        /// The clip's gain, dB: −30…12.
+        public var gainDB: Double = 0
+        /// Pause the music for the clip (it resumes from the same frame), rather than duck it.
+        public var pause = false
+        public init(source: String) { self.source = source }
+    }
+
+    /// What plays and what waits. Control thread.
+    struct Announcements {
+        var current: (id: UInt64, request: AnnounceRequest, resumeAfter: Bool)?
+        var waiting: [AnnounceRequest] = []
+    }
+
+    /// Announcements waiting behind the current one, at most (a request beyond is refused).
+    static let maxWaitingAnnouncements = 16
+    /// The MPD channel clients `sendmessage` announcements to.
+    public static let announceChannel = "announce"
+
+    /// The announcement playing (nil: none), and how many wait.
+    public var announcing: (request: AnnounceRequest, waiting: Int)? {
+        announcements.current.map { ($0.request, announcements.waiting.count) }
+    }
+
+    func announce(_ r: AnnounceRequest) throws {
+        guard r.duckDB.isFinite, (-60...0).contains(r.duckDB) else {
+            throw PlayerError(.invalidArgument, "duck \(r.duckDB) dB is outside −60…0")
+        }
+        guard r.gainDB.isFinite, (-30...12).contains(r.gainDB) else {
+            throw PlayerError(.invalidArgument, "gain \(r.gainDB) dB is outside −30…12")
+        }
+        guard !r.source.isEmpty else { throw PlayerError(.badRequest, "the announcement needs a file or URL") }
+        var checked = r
+        checked.source = try admitClip(r.source)
+        checked.chime = try r.chime.map(admitClip)
+        if announcements.current == nil {
+            try start(checked)
+        } else {
+            guard announcements.waiting.count < Self.maxWaitingAnnouncements else {
+                throw PlayerError(.tooLarge, "\(Self.maxWaitingAnnouncements) announcements are waiting already")
+            }
+            announcements.waiting.append(checked)
+        }
+    }
+
+    /// Stops the announcement playing, with a ramp; the next waiting one follows.
+    func cancelAnnouncement() throws {
+        guard announcements.current != nil, engine.cancelAnnouncement() else {
+            throw PlayerError(.notPlaying, "no announcement is playing")
+        }
+    }
+
+    /// A clip's path admitted as `play` admits one; a local file is opened once now so
+    /// a missing or damaged clip is refused to the client, before anything is ducked.
+    private func admitClip(_ given: String) throws -> String {
+        let path = try admit(given)
+        if !NetworkInput.isStreamURL(path) { _ = try AudioDecoder(path: path) }
+        return path
+    }
+
+    private func start(_ r: AnnounceRequest) throws {
+        let options = streamOptions(StreamCancel())
+        let sources = ([r.chime].compactMap { $0 } + [r.source]).map { path in
+            NetworkInput.isStreamURL(path) ? PlaybackEngine.VoiceSource(path: path, stream: options) : PlaybackEngine.VoiceSource(path: path)
+        }
+        var mix = PlaybackEngine.Announcement()
+        mix.duckDB = r.duckDB
+        mix.gainDB = r.gainDB
+        // Pause mode: the music ramps out at an exact frame (the engine's pause) and
+        // resumes from it after the clip.
+        let resume = r.pause && engine.status().state == .playing
+        if resume { engine.pause() }
+        do {
+            let id = try engine.announce(sources, label: r.source, options: mix)
+            announcements.current = (id, r, resume)
+            logger.info("announcement", metadata: ["announcement": "\(r.source)", "mode": "\(r.pause ? "pause" : "duck")"])
+        } catch {
+            if resume { engine.resume() }
+            throw error
+        }
+    }
+
+    /// The engine's news of an announcement, on the control thread.
+    func announcementEvent(_ e: PlaybackEngine.Event) {
+        switch e {
+        case .announcementStarted(let id, let label, let frame):
+            guard announcements.current?.id == id else { return }
+            emit(.announcementStarted(source: label, musicFrame: frame))
+        case .announcementEnded(let id, let label, let cancelled, let error):
+            guard let current = announcements.current, current.id == id else { return }
+            announcements.current = nil
+            // Back to playing only if nobody changed the state meanwhile.
+            if current.resumeAfter && engine.status().state == .paused { engine.resume() }
+            if let error {
+                emit(.announcementEnded(source: label, cancelled: false, code: error.code.name, message: error.message))
+            } else {
+                emit(.announcementEnded(source: label, cancelled: cancelled, code: nil, message: nil))
+            }
+            startWaiting()
+        default:
+            break
+        }
+    }
+
+    private func startWaiting() {
+        while announcements.current == nil && !announcements.waiting.isEmpty {
+            let next = announcements.waiting.removeFirst()
+            do {
+                try start(next)
+            } catch {
+                let e = error as? StreamError
+                emit(.announcementEnded(source: next.source, cancelled: false, code: e?.code.name ?? "internal_error",
+                                        message: e?.message ?? "\(error)"))
+            }
+        }
+    }
+
+    /// An announcement sent as an MPD message on the `announce` channel:
+    /// `[--duck=DB] [--gain=DB] [--pause] [--chime=FILE] SOURCE`, or `--cancel`.
+    /// Errors go to the log and the JSON events (MPD's `sendmessage` has replied).
+    public func announceMessage(_ text: String) {
+        do {
+            switch try Self.parseAnnounceMessage(text) {
+            case .some(let r): try announce(r)
+            case .none: try cancelAnnouncement()
+            }
+        } catch {
+            let (code, message) = (error as? PlayerError).map { ("\($0.code)", $0.message) } ?? ("bad_request", "\(error)")
+            logger.warning("announcement refused", metadata: ["message": "\(text)", "error": "\(message)"])
+            emit(.announcementEnded(source: text, cancelled: false, code: code, message: message))
+        }
+    }
+
+    /// nil: `--cancel`.
+    static func parseAnnounceMessage(_ text: String) throws -> AnnounceRequest? {
+        var rest = Substring(text)
+        var r = AnnounceRequest(source: "")
+        func number(_ s: Substring, _ name: String) throws -> Double {
+            guard let d = Double(s), d.isFinite else { throw PlayerError(.badRequest, "--\(name)=\(s) is not a number of dB") }
+            return d
+        }
+        while rest.hasPrefix("--") {
+            let word = rest.prefix { $0 != " " }
+            rest = rest.dropFirst(word.count).drop { $0 == " " }
+            if word == "--cancel" { return nil }
+            if word == "--pause" { r.pause = true; continue }
+            if word.hasPrefix("--duck=") { r.duckDB = try number(word.dropFirst(7), "duck"); continue }
+            if word.hasPrefix("--gain=") { r.gainDB = try number(word.dropFirst(7), "gain"); continue }
+            if word.hasPrefix("--chime=") { r.chime = String(word.dropFirst(8)); continue }
+            throw PlayerError(.badRequest, "unknown option \(word) (--duck=DB, --gain=DB, --pause, --chime=FILE, --cancel)")
+        }
+        r.source = String(rest)
+        return r
+    }
+}
