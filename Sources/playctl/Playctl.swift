@@ -23,7 +23,7 @@ struct Playctl: ParsableCommand {
                       Add.self, Insert.self, Remove.self, Move.self, Clear.self, Queue.self, Next.self, Prev.self,
                       RepeatMode.self, SingleMode.self, Shuffle.self, Consume.self, Export.self,
                       Update.self, Search.self, Find.self, List.self, Ls.self, Save.self, Load.self, Playlists.self, Current.self,
-                      Status.self, Watch.self, Ping.self])
+                      Announce.self, Status.self, Watch.self, Ping.self])
 
     /// The arguments as bytes, escaped as ``PathBytes`` says: `CommandLine.arguments`
     /// turns bytes that are not UTF-8 into U+FFFD, so a file with a Latin-1 name could
@@ -200,6 +200,52 @@ struct Play: ParsableCommand {
         }
         try connection.send("play", fields)
         if !connection.json, let file { print("playing \(absolute(file))") }
+    }
+}
+
+struct Announce: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Play FILE or URL over the music, which is ducked (or paused, --pause) and comes back; `announce --cancel` stops it.",
+        discussion: """
+        The music ramps down by --duck dB over 150 ms, the clip plays at --gain dB (and the volume), the music ramps \
+        back up over 500 ms. With --pause the music pauses at an exact frame instead and resumes from it. While \
+        paused or stopped the clip plays alone. One announcement plays at a time; others wait their turn (16 at most).
+        """)
+    @OptionGroup var connection: Connection
+    @Argument(help: "Audio file or http(s) URL.", completion: .file()) var source: String?
+    @Option(name: .long, parsing: .unconditional, help: "The music's level under the clip, dB (−60…0, default −18).") var duck: Double?
+    @Option(name: .long, parsing: .unconditional, help: "The clip's gain, dB (−30…12, default 0).") var gain: Double?
+    @Flag(name: .long, help: "Pause the music for the clip; it resumes from the same frame.") var pause = false
+    @Option(name: .long, help: "A sound played just before the clip, under the same duck.", completion: .file()) var chime: String?
+    @Flag(name: .long, help: "Stop the announcement playing (the next waiting one follows).") var cancel = false
+    func validate() throws {
+        if cancel {
+            guard source == nil, duck == nil, gain == nil, !pause, chime == nil else { throw ValidationError("--cancel takes nothing else") }
+        } else if source == nil {
+            throw ValidationError("give a FILE or URL to announce, or --cancel")
+        }
+        for (name, v) in [("--duck", duck), ("--gain", gain)] where v.map({ !$0.isFinite }) ?? false {
+            throw ValidationError("\(name) must be a number of dB")
+        }
+    }
+    func run() throws {
+        if cancel {
+            try connection.send("announce", [("cancel", .bool(true))])
+            return
+        }
+        guard let source else { return }
+        var fields: [(String, JSON)] = [("path", .string(absolute(source)))]
+        if let duck { fields.append(("duck", .number(duck))) }
+        if let gain { fields.append(("gain", .number(gain))) }
+        if pause { fields.append(("pause", .bool(true))) }
+        if let chime { fields.append(("chime", .string(absolute(chime)))) }
+        let r = try connection.send("announce", fields)
+        guard !connection.json else { return }
+        if let waiting = r["waiting"]?.numberValue, waiting > 0 {
+            print("queued \(absolute(source)) (\(Int(waiting)) waiting)")
+        } else {
+            print("announcing \(absolute(source))")
+        }
     }
 }
 
@@ -527,6 +573,10 @@ struct Status: ParsableCommand {
         let s = try connection.send("status")
         if connection.json { return }
         print(StatusView.render(s))
+        if let a = s["announcing"], !a.isNull, let source = a["source"]?.stringValue {
+            let waiting = Int(a["waiting"]?.numberValue ?? 0)
+            print("announcing: \(source) (\(a["mode"]?.stringValue ?? "duck"))" + (waiting > 0 ? ", \(waiting) waiting" : ""))
+        }
         // Stopped with a queue: where it stands and what `play` would start (as mpc
         // shows the queue position).
         if s["file"]?.stringValue == nil, let length = s["queue"]?["length"]?.numberValue, length > 0 {

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Testing
 @testable import CoreStream
 import CoreStreamTestSupport
@@ -15,33 +16,11 @@ import CoreStreamTestSupport
 struct AnnouncementCaptureTests {
     static let rate = 44100
 
-    /// Music: a different tone on each channel (so a channel swap shows), 8 s.
-    static func music(_ dir: String) throws -> String {
-        let path = dir + "/music.wav"
-        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=330:sample_rate=44100:duration=8",
-                          "-f", "lavfi", "-i", "sine=frequency=523:sample_rate=44100:duration=8",
-                          "-filter_complex", "[0][1]amerge=inputs=2,volume=2.0", "-c:a", "pcm_f32le", path])
-        return path
-    }
-
-    /// Clip: a rising chirp, 16 kHz mono MP3, 1.5 s.
-    static func clip(_ dir: String) throws -> String {
-        let path = dir + "/clip.mp3"
-        try Shell.ffmpeg(["-f", "lavfi", "-i", "aevalsrc=0.4*sin(2*PI*(300+400*t)*t):s=16000:d=1.5",
-                          "-c:a", "libmp3lame", "-b:a", "64k", path])
-        return path
-    }
-
     static func directory(_ name: String = #function) throws -> String {
         let dir = NSTemporaryDirectory() + "playd-announce-\(getpid())-\(name.filter { $0.isLetter })"
         try? FileManager.default.removeItem(atPath: dir)
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         return dir
-    }
-
-    /// The clip as the device gets it, by the ffmpeg CLI.
-    static func clipReference(_ path: String) throws -> [Float] {
-        try Reference.decode(path, extraArguments: ["-af", "pan=stereo|c0=c0|c1=c0", "-ar", "\(rate)"])
     }
 
     static func started(_ events: [PlaybackEngine.Event]) -> Int64?? {
@@ -54,14 +33,12 @@ struct AnnouncementCaptureTests {
         return nil
     }
 
-    static func linear(_ db: Double) -> Double { pow(10, db / 20) }
-
     /// Duck mode: the music goes on under the clip, ramped down 150 ms before it and up
     /// 500 ms after it; the capture matches the model to 1e-6 from the first frame to
     /// the last, and holds every music frame once (nothing skipped, nothing repeated).
     @Test func duckedMusicAndClipMatchTheModel() throws {
         let dir = try Self.directory()
-        let (musicPath, clipPath) = (try Self.music(dir), try Self.clip(dir))
+        let (musicPath, clipPath) = (try AnnouncementModel.music(in: dir), try AnnouncementModel.ttsClip(in: dir))
         let h = EngineHarness(paced: true, name: "duck")
         try h.engine.play(path: musicPath)
         #expect(h.wait(seconds: 10) { h.engine.status().positionFrames > 20_000 })
@@ -81,25 +58,12 @@ struct AnnouncementCaptureTests {
         let start = try #require(reported, "the music was playing: the start frame is reported")
 
         let music = try Reference.decode(musicPath)
-        let clip = try Self.clipReference(clipPath)
+        let clip = try AnnouncementModel.clip(clipPath, rate: Self.rate)
         #expect(capture.samples.count == music.count, "every music frame once: \(capture.samples.count / 2) frames, the music has \(music.count / 2)")
-        let (g, c) = (Self.linear(-18), Self.linear(-3))
-        let d = Self.rate * 150 / 1000, u = Self.rate * 500 / 1000, l = clip.count / 2
-        #expect(Int(start) + d + l + u < music.count / 2, "the model needs the music to outlast the announcement")
-        var worst = 0.0, worstAt = 0
-        for i in 0..<min(capture.samples.count, music.count) {
-            let frame = i / 2, n = frame - Int(start)
-            let m = Double(music[i])
-            let expected: Double
-            if n < 0 { expected = m }
-            else if n < d { expected = m * (1 - (1 - g) * Double(n) / Double(d)) }
-            else if n < d + l { expected = m * g + Double(clip[(n - d) * 2 + i % 2]) * c }
-            else if n < d + l + u { expected = m * (g + (1 - g) * Double(n - d - l) / Double(u)) }
-            else { expected = m }
-            let diff = abs(Double(capture.samples[i]) - expected)
-            if diff > worst { worst = diff; worstAt = frame }
-        }
-        #expect(worst <= 1e-6, "largest difference \(worst) at frame \(worstAt) (the announcement began at \(start))")
+        #expect(Int(start) + Self.rate * 650 / 1000 + clip.count / 2 < music.count / 2, "the model needs the music to outlast the announcement")
+        let d = AnnouncementModel.duckDifference(capture: capture.samples, music: music, clip: clip, start: Int(start),
+                                                 duckDB: -18, gainDB: -3, rate: Self.rate)
+        #expect(d.worst <= 1e-6, "largest difference \(d.worst) at frame \(d.frame) (the announcement began at \(start))")
     }
 
     /// While paused the clip plays alone, at once; resumed, the music goes on from the
@@ -107,7 +71,7 @@ struct AnnouncementCaptureTests {
     /// the clip exactly, silence, then the music from that same frame.
     @Test func whilePausedTheClipPlaysAloneAndTheMusicResumesWhereItWas() throws {
         let dir = try Self.directory()
-        let (musicPath, clipPath) = (try Self.music(dir), try Self.clip(dir))
+        let (musicPath, clipPath) = (try AnnouncementModel.music(in: dir), try AnnouncementModel.ttsClip(in: dir))
         let h = EngineHarness(paced: true, name: "paused")
         try h.engine.play(path: musicPath)
         #expect(h.wait(seconds: 10) { h.engine.status().positionFrames > 20_000 })
@@ -127,38 +91,16 @@ struct AnnouncementCaptureTests {
         #expect(h.engine.status().underruns == 0)
 
         let music = try Reference.decode(musicPath)
-        let clip = try Self.clipReference(clipPath)
-        // The clip: where its first sample sits, and then all of it, exactly.
-        let firstLoud = try #require(clip.firstIndex { abs($0) > 1e-3 })
-        func clipAt(_ i: Int) -> Bool {
-            guard i % 2 == firstLoud % 2, i >= firstLoud, i + 64 <= capture.count else { return false }
-            for k in 0..<64 where abs(capture[i + k] - clip[firstLoud + k]) > 1e-6 { return false }
-            return true
-        }
-        let found = (0..<(capture.count - clip.count)).first(where: clipAt)
-        let o = (try #require(found, "the clip is in the capture") - firstLoud) / 2
-        var worst: Float = 0
-        for j in 0..<clip.count { worst = max(worst, abs(capture[o * 2 + j] - clip[j])) }
-        #expect(worst <= 1e-6, "the clip alone: largest difference \(worst)")
-        // Before it: the music, unchanged up to the pause's ramp (5 ms).
-        let ramp = max(16, Self.rate / 200)
-        #expect((0..<((o - ramp) * 2)).allSatisfy { capture[$0] == music[$0] }, "the music before the pause")
-        // After it: silence, then the music from frame `o` (the frame after the ramp
-        // out), ramped in over 5 ms and then exact.
-        let resumed = try #require(((o + clip.count / 2) * 2..<capture.count).first { capture[$0] != 0 }) / 2
-        let exact = (ramp..<(ramp + Self.rate)).allSatisfy { j in
-            abs(capture[(resumed + j) * 2] - music[(o + j) * 2]) <= 1e-6 && abs(capture[(resumed + j) * 2 + 1] - music[(o + j) * 2 + 1]) <= 1e-6
-        }
-        #expect(exact, "the music resumes at frame \(o), where it paused")
-        // And to its end: every music frame once.
-        #expect(capture.count / 2 - resumed == music.count / 2 - o, "resumed at \(resumed): \(capture.count / 2 - resumed) frames follow, \(music.count / 2 - o) were left")
+        let clip = try AnnouncementModel.clip(clipPath, rate: Self.rate)
+        let check = AnnouncementModel.clipBetweenMusic(capture: capture, music: music, clip: clip, rate: Self.rate)
+        #expect(check.failures.isEmpty, "\(check.failures)")
     }
 
     /// A cancel fades the clip out over 20 ms and ramps the music back up; the music is
     /// never interrupted.
     @Test func aCancelRampsBackToTheMusic() throws {
         let dir = try Self.directory()
-        let (musicPath, clipPath) = (try Self.music(dir), try Self.clip(dir))
+        let (musicPath, clipPath) = (try AnnouncementModel.music(in: dir), try AnnouncementModel.ttsClip(in: dir))
         let h = EngineHarness(paced: true, name: "cancel")
         try h.engine.play(path: musicPath)
         #expect(h.wait(seconds: 10) { h.engine.status().positionFrames > 20_000 })
@@ -180,7 +122,7 @@ struct AnnouncementCaptureTests {
     /// A clip that cannot be opened is an error event; the music plays on untouched.
     @Test func aBadClipLeavesTheMusicAlone() throws {
         let dir = try Self.directory()
-        let musicPath = try Self.music(dir)
+        let musicPath = try AnnouncementModel.music(in: dir)
         let bad = dir + "/bad.mp3"
         try Data(repeating: 0x41, count: 5000).write(to: URL(fileURLWithPath: bad))
         let h = EngineHarness(paced: false, name: "bad")
@@ -195,5 +137,68 @@ struct AnnouncementCaptureTests {
         #expect(h.waitForEnd(seconds: 20))
         #expect(try h.finishCapture().samples == Reference.decode(musicPath))
     }
+
+    /// Over a real PulseAudio sink (ALSA's pulse plugin into the headless null sink):
+    /// no underrun of the music, of the clip's ring or of the device, and the recording
+    /// shows the duck: the music's level falls by the duck under the clip and comes back.
+    @Test func overPulseAudioWithNoUnderruns() throws {
+        try #require(PulseEnvironment.server != nil, PulseEnvironment.missing)
+        let dir = try Self.directory()
+        // 48 kHz music: the sink's own rate, so the recording is not resampled.
+        let music = dir + "/music48.flac"
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=6", "-af", "volume=4", "-ac", "2", "-c:a", "flac", music])
+        let clip = try AnnouncementModel.ttsClip(in: dir)
+        let recorder = try PulseRecorder(path: dir + "/capture.raw")
+        defer { recorder.stop() }
+        let deadline = Date().addingTimeInterval(10)
+        while recorder.bytesWritten == 0 && Date() < deadline { usleep(5_000) }
+        var config = PlaybackEngine.Configuration()
+        config.output = "alsa:pulse"
+        var logger = Logger(label: "test")
+        logger.logLevel = .warning
+        let events = EventBox()
+        let engine = PlaybackEngine(configuration: config, logger: logger) { e in events.append(e) }
+        try engine.play(path: music)
+        func wait(_ seconds: Double, _ condition: () -> Bool) -> Bool {
+            let end = Date().addingTimeInterval(seconds)
+            while Date() < end { if condition() { return true }; usleep(5_000) }
+            return condition()
+        }
+        #expect(wait(10) { engine.status().positionFrames > 48_000 })
+        var mix = PlaybackEngine.Announcement()
+        mix.duckDB = -20
+        mix.gainDB = -30  // quiet, so the recording's level is the music's
+        try engine.announce([.init(path: clip)], label: "clip", options: mix)
+        #expect(wait(20) { Self.ended(events.all) != nil })
+        #expect(wait(20) { engine.status().state == .stopped })
+        let status = engine.status()
+        engine.shutdown()
+        let samples = try recorder.finish()
+        #expect(status.underruns == 0 && status.deviceXruns == 0, "underruns \(status.underruns), device xruns \(status.deviceXruns)")
+        #expect(engine.voiceUnderruns == 0)
+        #expect(Self.ended(events.all)?.cancelled == false)
+        // The level in 10 ms windows: the music's before and after (a sine at 0.5),
+        // 20 dB lower under the clip (which is at −30 dB, below it).
+        let window = 480
+        let rms = (0..<(samples.count / 2 / window)).map { w in
+            var sum: Float = 0
+            for f in (w * window)..<((w + 1) * window) { sum += samples[2 * f] * samples[2 * f] }
+            return (sum / Float(window)).squareRoot()
+        }
+        let full = rms.max() ?? 0
+        #expect(full > 0.1, "the music was recorded (peak window RMS \(full))")
+        let loud = rms.indices.filter { rms[$0] > full * 0.9 }
+        let first = try #require(loud.first), last = try #require(loud.last)
+        let ducked = rms[first...last].filter { $0 < full * 0.5 }.count
+        #expect(ducked >= 100, "\(ducked) windows of 10 ms were ducked")
+    }
 }
 
+/// Engine events, collected from the reader and voice threads.
+final class EventBox: @unchecked Sendable {
+    // @unchecked Sendable: `events` only under `lock`.
+    private let lock = NSLock()
+    private var events: [PlaybackEngine.Event] = []
+    func append(_ e: PlaybackEngine.Event) { lock.lock(); events.append(e); lock.unlock() }
+    var all: [PlaybackEngine.Event] { lock.lock(); defer { lock.unlock() }; return events }
+}
