@@ -143,8 +143,14 @@ final class VoiceReader {
         voice.cancel.load(ordering: .relaxed) == id || voice.quit.load(ordering: .relaxed)
     }
 
+    /// The last act: marked finished first, so the next announcement, started when
+    /// this event arrives, finds the thread done (it only has to return).
+    private func end(cancelled: Bool, error: StreamError?) {
+        finished.set()
+        onEvent(.announcementEnded(id: id, label: label, cancelled: cancelled, error: error))
+    }
+
     func run() {
-        defer { finished.set() }
         // Open every source first: a missing chime or an unreachable URL fails the whole
         // announcement before the music is touched.
         var decoders: [AudioDecoder] = []
@@ -156,12 +162,12 @@ final class VoiceReader {
                 decoders.append(d)
             } catch {
                 logger.warning("announcement refused", metadata: ["announcement": "\(label)", "error": "\(error.message)"])
-                onEvent(.announcementEnded(id: id, label: label, cancelled: false, error: error))
+                end(cancelled: false, error: error)
                 return
             }
         }
         if cancelled {
-            onEvent(.announcementEnded(id: id, label: label, cancelled: true, error: nil))
+            end(cancelled: true, error: nil)
             return
         }
         // The previous announcement is done (the engine joined its thread, which ends
@@ -223,6 +229,6 @@ final class VoiceReader {
             onEvent(.announcementStarted(id: id, label: label, musicFrame: f >= 0 ? f : nil))
         }
         let early = voice.doneEarly.load(ordering: .relaxed) || voice.quit.load(ordering: .relaxed)
-        onEvent(.announcementEnded(id: id, label: label, cancelled: early, error: nil))
+        end(cancelled: early, error: nil)
     }
 }
