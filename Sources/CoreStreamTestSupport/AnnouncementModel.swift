@@ -52,6 +52,24 @@ public enum AnnouncementModel {
         return (worst, at)
     }
 
+    /// Where the clip (already at its gain) starts in `capture` (a frame), found by its
+    /// first loud samples, and a problem when it is not there whole and exact (1e-6).
+    public static func clipAlone(capture: [Float], clip: [Float]) -> (frame: Int?, problem: String?) {
+        guard let firstLoud = clip.firstIndex(where: { abs($0) > 1e-3 }) else { return (nil, "the clip is silent") }
+        func clipAt(_ i: Int) -> Bool {
+            guard i % 2 == firstLoud % 2, i >= firstLoud, i + 64 <= capture.count else { return false }
+            for k in 0..<64 where abs(capture[i + k] - clip[firstLoud + k]) > 1e-6 { return false }
+            return true
+        }
+        guard capture.count > clip.count, let found = (0..<(capture.count - clip.count)).first(where: clipAt) else {
+            return (nil, "the clip is not in the capture")
+        }
+        let o = (found - firstLoud) / 2
+        var worst: Float = 0
+        for j in 0..<clip.count { worst = max(worst, abs(capture[o * 2 + j] - clip[j])) }
+        return (o, worst > 1e-6 ? "the clip alone: largest difference \(worst)" : nil)
+    }
+
     /// The clip alone between two stretches of music (a pause-mode announcement, or one
     /// made while paused): the music unchanged up to the pause's 5 ms ramp, the clip
     /// exactly (times `gainDB`), silence, then the music from the very frame it paused
@@ -62,19 +80,9 @@ public enum AnnouncementModel {
         let gain = Float(linear(gainDB))
         let clip = unscaled.map { $0 * gain }
         var failures: [String] = []
-        guard let firstLoud = clip.firstIndex(where: { abs($0) > 1e-3 }) else { return (["the clip is silent"], nil) }
-        func clipAt(_ i: Int) -> Bool {
-            guard i % 2 == firstLoud % 2, i >= firstLoud, i + 64 <= capture.count else { return false }
-            for k in 0..<64 where abs(capture[i + k] - clip[firstLoud + k]) > 1e-6 { return false }
-            return true
-        }
-        guard capture.count > clip.count, let found = (0..<(capture.count - clip.count)).first(where: clipAt) else {
-            return (["the clip is not in the capture"], nil)
-        }
-        let o = (found - firstLoud) / 2
-        var worst: Float = 0
-        for j in 0..<clip.count { worst = max(worst, abs(capture[o * 2 + j] - clip[j])) }
-        if worst > 1e-6 { failures.append("the clip alone: largest difference \(worst)") }
+        let (found, problem) = clipAlone(capture: capture, clip: clip)
+        guard let o = found else { return ([problem ?? "the clip is not in the capture"], nil) }
+        if let problem { failures.append(problem) }
         let ramp = max(16, rate / 200)
         if o < ramp || !(0..<((o - ramp) * 2)).allSatisfy({ capture[$0] == music[$0] }) {
             failures.append("the music before the pause (\(o) frames) is not the music")

@@ -234,17 +234,17 @@ struct Announce: ParsableCommand {
             return
         }
         guard let source else { return }
-        var fields: [(String, JSON)] = [("path", .string(absolute(source)))]
+        var fields: [(String, JSON)] = [("path", .string(absoluteIfPresent(source)))]
         if let duck { fields.append(("duck", .number(duck))) }
         if let gain { fields.append(("gain", .number(gain))) }
         if pause { fields.append(("pause", .bool(true))) }
-        if let chime { fields.append(("chime", .string(absolute(chime)))) }
+        if let chime { fields.append(("chime", .string(absoluteIfPresent(chime)))) }
         let r = try connection.send("announce", fields)
         guard !connection.json else { return }
         if let waiting = r["waiting"]?.numberValue, waiting > 0 {
-            print("queued \(absolute(source)) (\(Int(waiting)) waiting)")
+            print("queued \(absoluteIfPresent(source)) (\(Int(waiting)) waiting)")
         } else {
-            print("announcing \(absolute(source))")
+            print("announcing \(absoluteIfPresent(source))")
         }
     }
 }

@@ -96,6 +96,115 @@ struct AnnouncementCaptureTests {
         #expect(check.failures.isEmpty, "\(check.failures)")
     }
 
+    /// Under a loop and in reverse the music is ducked as it plays (its frames in the
+    /// order the loop or the reverse gives them), the clip forward. The music's order
+    /// comes from the CLI's decode; where the announcement began is the first frame
+    /// that differs from it (frame 1 of the ramp down; frame 0 is at full level).
+    @Test(arguments: ["loop", "reverse"])
+    func loopsAndReverseAreDuckedTheClipPlaysForward(_ mode: String) throws {
+        let dir = try Self.directory(mode)
+        let (musicPath, clipPath) = (try AnnouncementModel.music(in: dir), try AnnouncementModel.ttsClip(in: dir))
+        let h = EngineHarness(paced: true, name: mode)
+        let decoded = try Reference.decode(musicPath)
+        let n = decoded.count / 2
+        func frames(_ r: Range<Int>) -> [Float] { Array(decoded[(r.lowerBound * 2)..<(r.upperBound * 2)]) }
+        let expectedMusic: [Float]
+        if mode == "reverse" {
+            h.engine.setDirection(.reverse)
+            try h.engine.play(path: musicPath)
+            var r: [Float] = []
+            r.reserveCapacity(decoded.count)
+            for f in stride(from: n - 1, through: 0, by: -1) { r.append(decoded[f * 2]); r.append(decoded[f * 2 + 1]) }
+            expectedMusic = r
+        } else {
+            // 0 … 3 s, then 1 s … 3 s twice more, then on to the end.
+            try h.engine.play(path: musicPath, paused: true)
+            try h.engine.setLoop(LoopRegion(start: 44_100, end: 132_300, count: 2))
+            h.engine.waitUntilApplied()
+            h.engine.resume()
+            expectedMusic = frames(0..<132_300) + frames(44_100..<132_300) + frames(44_100..<132_300) + frames(132_300..<n)
+        }
+        #expect(h.wait(seconds: 10) { h.engine.status().state == .playing && abs(h.engine.status().positionFrames - (mode == "reverse" ? Int64(n) : 0)) > 60_000 })
+        var mix = PlaybackEngine.Announcement()
+        mix.duckDB = -18
+        try h.engine.announce([.init(path: clipPath)], label: "clip", options: mix)
+        #expect(h.wait(seconds: 20) { Self.ended(h.recordedEvents) != nil })
+        #expect(h.waitForEnd(seconds: 30))
+        let capture = try h.finishCapture().samples
+        #expect(capture.count == expectedMusic.count, "every music frame once, in the loop's or the reverse's order")
+        // Reverse starts from the end, mid-stream: with the 5 ms ramp in, as a resume does.
+        let rampIn = mode == "reverse" ? 2 * max(16, Self.rate / 200) : 0
+        let firstDifference = try #require((rampIn..<min(capture.count, expectedMusic.count)).first { abs(capture[$0] - expectedMusic[$0]) > 1e-6 })
+        let start = firstDifference / 2 - 1
+        if mode == "reverse", let reported = Self.started(h.recordedEvents), let frame = reported {
+            #expect(Int(frame) == n - 1 - start, "the reported music frame \(frame) is the one at capture frame \(start)")
+        }
+        let d = AnnouncementModel.duckDifference(capture: Array(capture[rampIn...]), music: Array(expectedMusic[rampIn...]),
+                                                 clip: try AnnouncementModel.clip(clipPath, rate: Self.rate),
+                                                 start: start - rampIn / 2, duckDB: -18, gainDB: 0, rate: Self.rate)
+        #expect(d.worst <= 1e-6, "largest difference \(d.worst) at frame \(d.frame) (began at \(start))")
+    }
+
+    /// A Snapcast feed carries what the local output plays, the announcement with it:
+    /// a 32-bit feed at the music's rate holds the capture's samples, converted (the
+    /// duck and the clip are in the capture: the other tests check it against the model).
+    @Test func feedsCarryTheAnnouncementToo() throws {
+        let dir = try Self.directory()
+        let (musicPath, clipPath) = (try AnnouncementModel.music(in: dir), try AnnouncementModel.ttsClip(in: dir))
+        let fifo = dir + "/snapfifo"
+        let reader = try FIFOReader(path: fifo)
+        reader.start()
+        let h = try EngineHarness(paced: true, feeds: ["fifo:\(fifo)?format=44100:32:2"], name: "feed")
+        try h.engine.play(path: musicPath)
+        #expect(h.wait(seconds: 10) { h.engine.status().positionFrames > 20_000 })
+        try h.engine.announce([.init(path: clipPath)], label: "clip", options: PlaybackEngine.Announcement())
+        #expect(h.wait(seconds: 20) { Self.ended(h.recordedEvents) != nil })
+        #expect(h.waitForEnd(seconds: 20))
+        let written = h.engine.outputs().first { $0.kind == "fifo" }?.framesWritten ?? 0
+        #expect(h.wait(seconds: 10) { reader.byteCount >= written * 8 })
+        let capture = try h.finishCapture().samples
+        reader.close()
+        #expect(capture != (try Reference.decode(musicPath)), "the announcement is in what was played")
+        var expected = [Int32](repeating: 0, count: capture.count)
+        capture.withUnsafeBufferPointer { src in expected.withUnsafeMutableBufferPointer { SampleConversion.toInt32(src.baseAddress!, $0.baseAddress!, count: capture.count) } }
+        let got = reader.bytes.withUnsafeBytes { Array($0.bindMemory(to: Int32.self)) }
+        let lead = 44100 * FeedOutput.leadMillis / 1000 * 2
+        #expect(got.count == lead + expected.count, "the feed has \((got.count - lead) / 2) frames after its lead-in, the output \(expected.count / 2)")
+        let fed = Array(got.dropFirst(lead))
+        // Within one step of 2⁻³¹: the feed converts with swresample, which rounds, the
+        // reference here truncates.
+        let worst = zip(fed, expected).map { abs(Int64($0) - Int64($1)) }.max() ?? 0
+        #expect(worst <= 1, "the feed is what the output played: largest difference \(worst) steps of 2⁻³¹")
+    }
+
+    /// A seek during the clip drops what the device held (of the music and the clip):
+    /// the voice steps back by as much, and the clip is heard whole and exact. The music
+    /// is digital silence here, so what the capture holds is the clip alone.
+    @Test func aSeekDuringTheClipLosesNoneOfIt() throws {
+        let dir = try Self.directory()
+        let silence = dir + "/silence.wav"
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "anullsrc=r=44100:cl=stereo", "-t", "6", "-c:a", "pcm_f32le", silence])
+        let clipPath = try AnnouncementModel.ttsClip(in: dir)
+        let h = EngineHarness(paced: true, name: "seek")
+        try h.engine.play(path: silence)
+        #expect(h.wait(seconds: 10) { h.engine.status().positionFrames > 10_000 })
+        try h.engine.announce([.init(path: clipPath)], label: "clip", options: PlaybackEngine.Announcement())
+        #expect(h.wait(seconds: 10) { Self.started(h.recordedEvents) != nil })
+        let reported = try #require(Self.started(h.recordedEvents))
+        let start = try #require(reported, "over the music: its frame")
+        // Half a second into the clip as heard (after the 150 ms ramp down): the device
+        // holds the next ~200 ms of it when the seek drops its queue.
+        #expect(h.wait(seconds: 10) { h.engine.status().positionFrames > start + 6615 + 22_050 })
+        #expect(Self.ended(h.recordedEvents) == nil)
+        try h.engine.seek(to: 88_200)
+        #expect(h.wait(seconds: 20) { Self.ended(h.recordedEvents) != nil })
+        #expect(Self.ended(h.recordedEvents)?.cancelled == false)
+        #expect(h.waitForEnd(seconds: 20))
+        let capture = try h.finishCapture().samples
+        let found = AnnouncementModel.clipAlone(capture: capture, clip: try AnnouncementModel.clip(clipPath, rate: Self.rate))
+        #expect(found.frame != nil && found.problem == nil, "\(found.problem ?? "")")
+    }
+
     /// A cancel fades the clip out over 20 ms and ramps the music back up; the music is
     /// never interrupted.
     @Test func aCancelRampsBackToTheMusic() throws {
@@ -202,3 +311,5 @@ final class EventBox: @unchecked Sendable {
     func append(_ e: PlaybackEngine.Event) { lock.lock(); events.append(e); lock.unlock() }
     var all: [PlaybackEngine.Event] { lock.lock(); defer { lock.unlock() }; return events }
 }
+
+

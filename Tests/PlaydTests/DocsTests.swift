@@ -50,7 +50,7 @@ struct DocsTests {
     }
 
     /// Folders and tags the examples name: "Daft Punk/Discovery", "Artist/Album", a
-    /// song matching "beat".
+    /// song matching "beat", and the announcements' clips.
     static func musicTree(_ dir: String) throws {
         for (path, artist, album, title) in [("Daft Punk/Discovery/01 One More Time.flac", "Daft Punk", "Discovery", "One More Time"),
                                              ("Daft Punk/Homework/01 Da Funk.flac", "Daft Punk", "Homework", "Da Funk"),
@@ -61,6 +61,10 @@ struct DocsTests {
             try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:duration=20", "-ac", "2",
                               "-metadata", "artist=\(artist)", "-metadata", "album=\(album)", "-metadata", "title=\(title)", full])
         }
+        // The clips docs/announcements.md announces: a 3 s "closing" MP3 and a chime.
+        try FileManager.default.createDirectory(atPath: dir + "/Announcements", withIntermediateDirectories: true)
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=660:duration=3:sample_rate=16000", "-c:a", "libmp3lame", dir + "/Announcements/closing.mp3"])
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=880:duration=0.4", dir + "/Announcements/ding.wav"])
     }
 
     @Test func everyRunnableDocLineRunsAsWritten() throws {

@@ -149,7 +149,8 @@ public class VirtualDevice: AudioOutput {
     }
 
     public func drop() {
-        advance()
+        // No clock advance first: what `delay()` said just before is what is dropped
+        // (the render thread steps the announcement's voice back by exactly that).
         written = committed
         started = false
     }

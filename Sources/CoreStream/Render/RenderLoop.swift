@@ -202,10 +202,16 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     }
 
     /// Drops what the device has queued, after passing on to the feeds what it played.
-    private mutating func dropDevice() {
+    /// Returns how many frames it dropped: the delay read just before the drop (a
+    /// `wav:`/`null` device drops exactly that; a sound card's pointer may move a few
+    /// frames more meanwhile).
+    @discardableResult
+    private mutating func dropDevice() -> Int {
         feedPlayed()
+        let queued = max(0, output.delay())
         output.drop()
         fedUpTo = deviceWritten  // the dropped frames were never heard
+        return queued
     }
 
     /// Drops everything on a flush request from the reader (seek, stop, new track).
@@ -228,9 +234,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             pieceHead = 1
             pieceCount = queued > 0 ? 1 : 0
         } else {
-            let queued = max(0, output.delay())
-            dropDevice()
-            voice.takeBack(queued)
+            voice.takeBack(dropDevice())
             pieceCount = 0
         }
         shared.ring.discardAll()
