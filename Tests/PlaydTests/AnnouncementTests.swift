@@ -202,6 +202,26 @@ struct AnnouncementTests {
         _ = h.terminate()
     }
 
+    /// Two announcements that both pause the music: it stays paused between them (no
+    /// blip of music) and resumes once, after the second.
+    @Test func twoPausingAnnouncementsPauseTheMusicOnce() throws {
+        let (h, events, music, clip) = try setUp()
+        #expect(h.request("play", ("path", .string(music)))?["ok"]?.boolValue == true)
+        #expect(playing(h))
+        #expect(h.request("announce", ("path", .string(clip)), ("pause", .bool(true)))?["waiting"]?.numberValue == 0)
+        #expect(h.request("announce", ("path", .string(clip)), ("pause", .bool(true)))?["waiting"]?.numberValue == 1)
+        var seen = self.events(events, until: "announcement_ended")
+        seen += self.events(events, until: "announcement_ended")
+        #expect(named(seen, "announcement_ended").count == 2, "\(seen.map(\.text))")
+        // From the first one's start to the second one's end: no state change at all.
+        let first = try #require(seen.firstIndex { $0["event"]?.stringValue == "announcement_started" })
+        let states = named(Array(seen[first...]), "state").compactMap { $0["state"]?.stringValue }
+        #expect(states.isEmpty, "state events between: \(states)")
+        #expect(named(Array(seen[..<first]), "state").last?["state"]?.stringValue == "paused", "paused for the first")
+        #expect(h.waitFor { h.request("status")?["state"]?.stringValue == "playing" }, "resumed after the second")
+        _ = h.terminate()
+    }
+
     /// The MPD message's words, as `sendmessage announce TEXT` takes them.
     @Test(arguments: [
         ("/m/clip.mp3", "/m/clip.mp3", -18.0, 0.0, false, nil),

@@ -146,15 +146,21 @@ struct VoiceMixer: ~Copyable {
     }
 
     private mutating func cancelNow() {
-        wasCancelled = true
+        // During the ramp up the clip was heard whole: that one ends as usual.
+        wasCancelled = phase == .down || phase == .clip
         switch phase {
         case .down:
-            // Up from the level reached: g + (1 − g)·k'/U = 1 − (1 − g)·k/D.
-            k = Int((Float(down - k) / Float(down) * Float(up)).rounded())
-            k = min(max(0, up - k), up)
+            // Up from the level reached: g + (1 − g)·k'/U = 1 − (1 − g)·k/D, so
+            // k' = U·(D − k)/D (a cancel early in the ramp down is nearly back up).
+            k = min(max(0, Int((Float(down - k) / Float(down) * Float(up)).rounded())), up)
             phase = .up
         case .clip:
-            phase = .fade
+            if shared.end.load(ordering: .acquiring) == shared.ring.consumerIndex {
+                wasCancelled = false  // the clip's last frame is out already: nothing cut
+                phase = withMusic ? .up : .fade
+            } else {
+                phase = .fade
+            }
             k = 0
         case .fade, .up:
             break
@@ -185,7 +191,8 @@ struct VoiceMixer: ~Copyable {
                 let left = end == Int.max ? Int.max : end - ring.consumerIndex
                 if left <= 0 || (phase == .fade && k >= fadeFrames) {
                     ring.discardAll()
-                    if withMusic { phase = .up; k = 0 } else { finish(early: phase == .fade) }
+                    // (A cancel has set `wasCancelled`; a clip that ran out has not.)
+                    if withMusic { phase = .up; k = 0 } else { finish(early: false) }
                     continue
                 }
                 var n = min(min(frames - f, capacity), min(ring.readableFrames, left))

@@ -95,6 +95,8 @@ public struct Outcome: Sendable, Equatable {
     public var file: String?
     /// The library scan started.
     public var job: Int?
+    /// An announcement: 0 when it plays now, else how many play before it.
+    public var waiting: Int?
     public init() {}
 }
 

@@ -34,7 +34,9 @@ extension Player {
         announcements.current.map { ($0.request, announcements.waiting.count) }
     }
 
-    func announce(_ r: AnnounceRequest) throws {
+    /// Plays `r` now, or queues it; returns how many play before it (0: none).
+    @discardableResult
+    func announce(_ r: AnnounceRequest) throws -> Int {
         guard r.duckDB.isFinite, (-60...0).contains(r.duckDB) else {
             throw PlayerError(.invalidArgument, "duck \(r.duckDB) dB is outside −60…0")
         }
@@ -47,12 +49,13 @@ extension Player {
         checked.chime = try r.chime.map(admitClip)
         if announcements.current == nil {
             try start(checked)
-        } else {
-            guard announcements.waiting.count < Self.maxWaitingAnnouncements else {
-                throw PlayerError(.tooLarge, "\(Self.maxWaitingAnnouncements) announcements are waiting already")
-            }
-            announcements.waiting.append(checked)
+            return 0
         }
+        guard announcements.waiting.count < Self.maxWaitingAnnouncements else {
+            throw PlayerError(.tooLarge, "\(Self.maxWaitingAnnouncements) announcements are waiting already")
+        }
+        announcements.waiting.append(checked)
+        return announcements.waiting.count
     }
 
     /// Stops the announcement playing, with a ramp; the next waiting one follows.
@@ -70,7 +73,9 @@ extension Player {
         return path
     }
 
-    private func start(_ r: AnnounceRequest) throws {
+    /// `keepPaused`: the music was paused for the announcement before this one (both
+    /// in pause mode) and is resumed after this one instead.
+    private func start(_ r: AnnounceRequest, keepPaused: Bool = false) throws {
         let options = streamOptions(StreamCancel())
         let sources = ([r.chime].compactMap { $0 } + [r.source]).map { path in
             NetworkInput.isStreamURL(path) ? PlaybackEngine.VoiceSource(path: path, stream: options) : PlaybackEngine.VoiceSource(path: path)
@@ -80,8 +85,8 @@ extension Player {
         mix.gainDB = r.gainDB
         // Pause mode: the music ramps out at an exact frame (the engine's pause) and
         // resumes from it after the clip.
-        let resume = r.pause && engine.status().state == .playing
-        if resume { engine.pause() }
+        let resume = keepPaused || (r.pause && engine.status().state == .playing)
+        if resume && !keepPaused { engine.pause() }
         do {
             let id = try engine.announce(sources, label: r.source, options: mix)
             announcements.current = (id, r, resume)
@@ -101,25 +106,31 @@ extension Player {
         case .announcementEnded(let id, let label, let cancelled, let error):
             guard let current = announcements.current, current.id == id else { return }
             announcements.current = nil
-            // Back to playing only if nobody changed the state meanwhile.
-            if current.resumeAfter && engine.status().state == .paused { engine.resume() }
+            // Back to playing only if nobody changed the state meanwhile; not between two
+            // announcements that both pause it (the music would blip in between).
+            var keepPaused = false
+            if current.resumeAfter && engine.status().state == .paused {
+                if announcements.waiting.first?.pause == true { keepPaused = true } else { engine.resume() }
+            }
             if let error {
                 emit(.announcementEnded(source: label, cancelled: false, code: error.code.name, message: error.message))
             } else {
                 emit(.announcementEnded(source: label, cancelled: cancelled, code: nil, message: nil))
             }
-            startWaiting()
+            startWaiting(keepPaused: keepPaused)
         default:
             break
         }
     }
 
-    private func startWaiting() {
+    private func startWaiting(keepPaused: Bool) {
+        var keepPaused = keepPaused
         while announcements.current == nil && !announcements.waiting.isEmpty {
             let next = announcements.waiting.removeFirst()
             do {
-                try start(next)
+                try start(next, keepPaused: keepPaused)
             } catch {
+                keepPaused = false  // `start` resumed the music when it failed
                 let e = error as? StreamError
                 emit(.announcementEnded(source: next.source, cancelled: false, code: e?.code.name ?? "internal_error",
                                         message: e?.message ?? "\(error)"))

@@ -37,7 +37,7 @@ extension Player {
             let i = try checkedIndex(index)
             if queue.current != i || engine.status().state == .stopped { try playEntry(i) }
             out.seekedTo = try seek(frames: nil, seconds: seconds, relative: false)
-        case .announce(let r): try announce(r)
+        case .announce(let r): out.waiting = try announce(r)
         case .cancelAnnouncement: try cancelAnnouncement()
         case .next: try next()
         case .previous: try previous()

@@ -263,8 +263,7 @@ enum JSONCommands {
             guard let b = p.boolValue else { throw PlayerError(.badRequest, "\"pause\" must be true or false") }
             r.pause = b
         }
-        try c.player.perform(.announce(r))
-        let waiting = c.player.announcing.map { $0.request == r ? 0 : $0.waiting } ?? 0
+        let waiting = try c.player.perform(.announce(r)).waiting ?? 0
         return [("queued", .bool(waiting > 0)), ("waiting", .int(waiting))]
     }
 
