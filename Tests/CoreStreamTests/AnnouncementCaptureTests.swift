@@ -36,7 +36,7 @@ struct AnnouncementCaptureTests {
     /// Duck mode: the music goes on under the clip, ramped down 150 ms before it and up
     /// 500 ms after it; the capture matches the model to 1e-6 from the first frame to
     /// the last, and holds every music frame once (nothing skipped, nothing repeated).
-    @Test func duckedMusicAndClipMatchTheModel() throws {
+    @Test(.tags(.threadSanitizer)) func duckedMusicAndClipMatchTheModel() throws {
         let dir = try Self.directory()
         let (musicPath, clipPath) = (try AnnouncementModel.music(in: dir), try AnnouncementModel.ttsClip(in: dir))
         let h = EngineHarness(paced: true, name: "duck")
@@ -180,7 +180,7 @@ struct AnnouncementCaptureTests {
     /// A seek during the clip drops what the device held (of the music and the clip):
     /// the voice steps back by as much, and the clip is heard whole and exact. The music
     /// is digital silence here, so what the capture holds is the clip alone.
-    @Test func aSeekDuringTheClipLosesNoneOfIt() throws {
+    @Test(.tags(.threadSanitizer)) func aSeekDuringTheClipLosesNoneOfIt() throws {
         let dir = try Self.directory()
         let silence = dir + "/silence.wav"
         try Shell.ffmpeg(["-f", "lavfi", "-i", "anullsrc=r=44100:cl=stereo", "-t", "6", "-c:a", "pcm_f32le", silence])
@@ -207,7 +207,7 @@ struct AnnouncementCaptureTests {
 
     /// A cancel fades the clip out over 20 ms and ramps the music back up; the music is
     /// never interrupted.
-    @Test func aCancelRampsBackToTheMusic() throws {
+    @Test(.tags(.threadSanitizer)) func aCancelRampsBackToTheMusic() throws {
         let dir = try Self.directory()
         let (musicPath, clipPath) = (try AnnouncementModel.music(in: dir), try AnnouncementModel.ttsClip(in: dir))
         let h = EngineHarness(paced: true, name: "cancel")
