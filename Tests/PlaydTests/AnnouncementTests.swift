@@ -222,6 +222,24 @@ struct AnnouncementTests {
         _ = h.terminate()
     }
 
+    /// A cancel while the clip's URL is still connecting (a server that accepts and
+    /// never answers; `streams.timeout` is 60 s) ends it at once: cancelled, not timed out.
+    @Test func aCancelDoesNotWaitForAConnect() throws {
+        let h = try DaemonHarness(extraConfig: "[streams]\ntimeout = 60")
+        try h.start()
+        let events = try LineClient(path: h.socket)
+        #expect(events.request(.obj(("id", .int(1)), ("cmd", .string("subscribe"))))?["ok"]?.boolValue == true)
+        let silent = SilentServer()
+        let url = "http://127.0.0.1:\(silent.port)/tts.mp3"
+        #expect(h.request("announce", ("path", .string(url)))?["ok"]?.boolValue == true)
+        #expect(h.request("status")?["announcing"]?["source"]?.stringValue == url)
+        #expect(h.request("announce", ("cancel", .bool(true)))?["ok"]?.boolValue == true)
+        let ended = try #require(named(self.events(events, until: "announcement_ended"), "announcement_ended").first)
+        #expect(ended["cancelled"]?.boolValue == true && ended["error"] == nil, "\(ended.text)")
+        #expect(h.request("status")?["announcing"]?.isNull == true)
+        _ = h.terminate()
+    }
+
     /// The MPD message's words, as `sendmessage announce TEXT` takes them.
     @Test(arguments: [
         ("/m/clip.mp3", "/m/clip.mp3", -18.0, 0.0, false, nil),

@@ -51,6 +51,7 @@ extension PlaybackEngine {
             let id = v.lastID
             v.id = id
             v.label = label
+            v.cancels = sources.compactMap { $0.stream.cancel }
             v.finished = FinishedFlag()
             let reader = VoiceReader(voice: shared.voice, renderWake: shared.renderWake, id: id, label: label, format: pcm,
                                      options: options, sources: sources, logger: logger, onEvent: onEvent, finished: v.finished)
@@ -67,6 +68,8 @@ extension PlaybackEngine {
         voiceControl.withLock { v in
             guard v.thread != nil, !v.finished.isSet else { return false }
             shared.voice.cancel.store(v.id, ordering: .relaxed)
+            // A URL still connecting (up to its timeout) or being read gives way.
+            for c in v.cancels { c.cancel() }
             EventFD.signal(shared.renderWake)
             EventFD.signal(shared.voice.wake)
             return true
@@ -80,7 +83,11 @@ extension PlaybackEngine {
     func stopVoice() {
         shared.voice.quit.store(true, ordering: .relaxed)
         EventFD.signal(shared.voice.wake)
-        voiceControl.withLock { v in v.thread?.join(); v.thread = nil }
+        voiceControl.withLock { v in
+            for c in v.cancels { c.cancel() }
+            v.thread?.join()
+            v.thread = nil
+        }
     }
 }
 
@@ -91,6 +98,8 @@ struct VoiceControl {
     var id: UInt64 = 0
     var lastID: UInt64 = 0
     var label = ""
+    /// The cancel flags of its URLs' stream options.
+    var cancels: [StreamCancel] = []
     /// Set by the voice thread (release) as its last act.
     var finished = FinishedFlag()
 }
@@ -161,6 +170,8 @@ final class VoiceReader {
                 try d.setOutputFormat(format)
                 decoders.append(d)
             } catch {
+                // A connect given up because of a cancel is the cancel, not an error.
+                if cancelled { end(cancelled: true, error: nil); return }
                 logger.warning("announcement refused", metadata: ["announcement": "\(label)", "error": "\(error.message)"])
                 end(cancelled: false, error: error)
                 return

@@ -76,9 +76,11 @@ extension Player {
     /// `keepPaused`: the music was paused for the announcement before this one (both
     /// in pause mode) and is resumed after this one instead.
     private func start(_ r: AnnounceRequest, keepPaused: Bool = false) throws {
-        let options = streamOptions(StreamCancel())
+        // A URL gets the stream limits and a cancel flag of its own (a cancel or a
+        // shutdown does not wait for its connect).
         let sources = ([r.chime].compactMap { $0 } + [r.source]).map { path in
-            NetworkInput.isStreamURL(path) ? PlaybackEngine.VoiceSource(path: path, stream: options) : PlaybackEngine.VoiceSource(path: path)
+            NetworkInput.isStreamURL(path) ? PlaybackEngine.VoiceSource(path: path, stream: streamOptions(StreamCancel()))
+                                           : PlaybackEngine.VoiceSource(path: path)
         }
         var mix = PlaybackEngine.Announcement()
         mix.duckDB = r.duckDB
