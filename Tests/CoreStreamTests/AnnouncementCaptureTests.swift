@@ -205,6 +205,61 @@ struct AnnouncementCaptureTests {
         #expect(found.frame != nil && found.problem == nil, "\(found.problem ?? "")")
     }
 
+    /// The music ends under the clip: the clip plays out (with the music's ramp up, over
+    /// silence), and only then is the track's end reported.
+    @Test func aTrackThatEndsUnderTheClipEndsAfterIt() throws {
+        let dir = try Self.directory()
+        let musicPath = try AnnouncementModel.music(in: dir, seconds: 1)
+        let clipPath = try AnnouncementModel.ttsClip(in: dir)
+        let h = EngineHarness(paced: true, name: "ends")
+        try h.engine.play(path: musicPath)
+        #expect(h.wait(seconds: 10) { h.engine.status().positionFrames > 10_000 })
+        try h.engine.announce([.init(path: clipPath)], label: "clip", options: PlaybackEngine.Announcement())
+        #expect(h.wait(seconds: 20) { Self.ended(h.recordedEvents) != nil })
+        #expect(h.waitForEnd(seconds: 20))
+        let events = h.recordedEvents
+        let capture = try h.finishCapture().samples
+        let announced = try #require(events.firstIndex { if case .announcementEnded = $0 { return true }; return false })
+        let trackEnd = try #require(events.firstIndex { if case .trackEnded = $0 { return true }; return false })
+        #expect(announced < trackEnd, "the track's end is reported after the announcement's")
+        let reported = try #require(Self.started(events))
+        let start = try #require(reported, "over the music: its frame")
+        let music = try Reference.decode(musicPath)
+        let clip = try AnnouncementModel.clip(clipPath, rate: Self.rate)
+        #expect(capture.count >= (Int(start) + Self.rate * 150 / 1000) * 2 + clip.count, "the clip was heard to its end")
+        // The music, then silence, under the envelope; the clip over both.
+        let padded = music + [Float](repeating: 0, count: max(0, capture.count - music.count))
+        let d = AnnouncementModel.duckDifference(capture: capture, music: padded, clip: clip, start: Int(start),
+                                                 duckDB: -18, gainDB: 0, rate: Self.rate)
+        #expect(d.worst <= 1e-6, "largest difference \(d.worst) at frame \(d.frame) (began at \(start))")
+    }
+
+    /// A track in another format reopens the output: the announcement ends (cancelled)
+    /// and the new track plays.
+    @Test func anOutputReopenEndsTheAnnouncement() throws {
+        let dir = try Self.directory()
+        let (musicPath, clipPath) = (try AnnouncementModel.music(in: dir), try AnnouncementModel.ttsClip(in: dir))
+        let other = dir + "/other48k.flac"
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=2", "-ac", "2", "-c:a", "flac", other])
+        let h = EngineHarness(paced: true, name: "reopen")
+        try h.engine.play(path: musicPath)
+        #expect(h.wait(seconds: 10) { h.engine.status().positionFrames > 10_000 })
+        try h.engine.announce([.init(path: clipPath)], label: "clip", options: PlaybackEngine.Announcement())
+        #expect(h.wait(seconds: 10) { Self.started(h.recordedEvents) != nil })
+        try h.engine.play(path: other)
+        #expect(h.wait(seconds: 10) { Self.ended(h.recordedEvents) != nil })
+        #expect(Self.ended(h.recordedEvents)?.cancelled == true)
+        #expect(h.engine.status().output?.pcm.sampleRate == 48000)
+        #expect(h.waitForEnd(seconds: 20))
+        // The next one plays in the new format.
+        try h.engine.play(path: other)
+        try h.engine.announce([.init(path: clipPath)], label: "again", options: PlaybackEngine.Announcement())
+        func ends() -> [Bool] { h.recordedEvents.compactMap { if case .announcementEnded(_, _, let c, _) = $0 { return c }; return nil } }
+        #expect(h.wait(seconds: 20) { ends().count == 2 })
+        #expect(ends() == [true, false], "\(ends())")
+        _ = try h.finishCapture()
+    }
+
     /// A cancel fades the clip out over 20 ms and ramps the music back up; the music is
     /// never interrupted.
     @Test(.tags(.threadSanitizer)) func aCancelRampsBackToTheMusic() throws {
