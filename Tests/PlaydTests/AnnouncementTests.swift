@@ -164,6 +164,15 @@ struct AnnouncementTests {
             let ended = try #require(named(self.events(events, until: "announcement_ended"), "announcement_ended").first)
             #expect(ended["error"]?["code"]?.stringValue == code, "\(url): \(ended.text)")
         }
+        // Over MPD: `sendmessage` has replied OK; the refusal comes as the event, with
+        // the same codes.
+        for (message, code) in [(h.dir + "/missing.mp3", "file_not_found"), ("--loud " + clip, "bad_request"),
+                                ("--duck=9 " + clip, "invalid_argument")] {
+            let r = try Shell.run(["mpc", "-h", h.dir + "/mpd.sock", "sendmessage", "announce", message])
+            #expect(r.status == 0, "\(r.stderr)")
+            let ended = try #require(named(self.events(events, until: "announcement_ended"), "announcement_ended").first)
+            #expect(ended["error"]?["code"]?.stringValue == code, "\(message): \(ended.text)")
+        }
         #expect(h.request("status")?["state"]?.stringValue == "playing")
         #expect(h.waitFor(seconds: 20) { h.request("status")?["state"]?.stringValue == "stopped" })
         #expect(h.terminate().status == 0)

@@ -74,8 +74,8 @@ public enum PlayerEvent: Sendable {
     case storedPlaylist(name: String)
     /// An announcement began: over the music from its source frame, or alone (nil).
     case announcementStarted(source: String, musicFrame: Int64?)
-    /// An announcement ended: played out, cancelled, or refused (`code`, `message`).
-    case announcementEnded(source: String, cancelled: Bool, code: String?, message: String?)
+    /// An announcement ended: played out, cancelled, or refused (`error`).
+    case announcementEnded(source: String, cancelled: Bool, error: PlayerError?)
 
     /// What the event means for MPD's idle subsystems.
     public var changes: Changes {

@@ -114,11 +114,7 @@ extension Player {
             if current.resumeAfter && engine.status().state == .paused {
                 if announcements.waiting.first?.pause == true { keepPaused = true } else { engine.resume() }
             }
-            if let error {
-                emit(.announcementEnded(source: label, cancelled: false, code: error.code.name, message: error.message))
-            } else {
-                emit(.announcementEnded(source: label, cancelled: cancelled, code: nil, message: nil))
-            }
+            emit(.announcementEnded(source: label, cancelled: error == nil && cancelled, error: error.map(PlayerError.init)))
             startWaiting(keepPaused: keepPaused)
         default:
             break
@@ -133,9 +129,7 @@ extension Player {
                 try start(next, keepPaused: keepPaused)
             } catch {
                 keepPaused = false  // `start` resumed the music when it failed
-                let e = error as? StreamError
-                emit(.announcementEnded(source: next.source, cancelled: false, code: e?.code.name ?? "internal_error",
-                                        message: e?.message ?? "\(error)"))
+                emit(.announcementEnded(source: next.source, cancelled: false, error: Self.playerError(error)))
             }
         }
     }
@@ -150,10 +144,17 @@ extension Player {
             case .none: try cancelAnnouncement()
             }
         } catch {
-            let (code, message) = (error as? PlayerError).map { ("\($0.code)", $0.message) } ?? ("bad_request", "\(error)")
-            logger.warning("announcement refused", metadata: ["message": "\(text)", "error": "\(message)"])
-            emit(.announcementEnded(source: text, cancelled: false, code: code, message: message))
+            let e = Self.playerError(error)
+            logger.warning("announcement refused", metadata: ["message": "\(text)", "error": "\(e.message)"])
+            emit(.announcementEnded(source: text, cancelled: false, error: e))
         }
+    }
+
+    /// Any error as the player reports it (a file's error keeps its own code).
+    static func playerError(_ error: any Error) -> PlayerError {
+        if let e = error as? PlayerError { return e }
+        if let e = error as? StreamError { return PlayerError(e) }
+        return PlayerError(.stream(.internalError), "\(error)")
     }
 
     /// nil: `--cancel`.

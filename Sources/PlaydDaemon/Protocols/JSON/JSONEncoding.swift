@@ -40,9 +40,9 @@ enum JSONEncoding {
         case .storedPlaylist(let name): return ev("stored_playlist", [("name", .string(name))])
         case .announcementStarted(let source, let frame):
             return ev("announcement_started", [("source", .string(source)), ("music_frame", frame.map(JSON.int) ?? .null)])
-        case .announcementEnded(let source, let cancelled, let code, let message):
+        case .announcementEnded(let source, let cancelled, let error):
             var m: [(String, JSON)] = [("source", .string(source)), ("cancelled", .bool(cancelled))]
-            if let code { m += [("error", .obj(("code", .string(code)), ("message", .string(message ?? ""))))] }
+            if let error { m += [("error", .obj(("code", .string(JSONCommands.code(error))), ("message", .string(error.message))))] }
             return ev("announcement_ended", m)
         case .streamTitle(let path, let title):
             let parts = title.map(NetworkInput.splitTitle)
