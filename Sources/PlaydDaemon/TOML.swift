@@ -349,6 +349,12 @@ private struct Parser {
                 parts.append(String(decoding: b[start..<i], as: UTF8.self))
             }
             skipWhitespace()
+            // Each part is a table level (built and walked recursively): a 16 MiB file
+            // of `a.a.a…` would nest millions deep. Counted with the arrays and inline
+            // tables around it.
+            guard parts.count + depth <= Self.maxDepth else {
+                throw fail("a key of more than \(Self.maxDepth) parts (with the arrays and inline tables around it)")
+            }
             if peek == UInt8(ascii: ".") { i += 1; continue }
             return parts
         }

@@ -260,6 +260,29 @@ struct AnnouncementCaptureTests {
         _ = try h.finishCapture()
     }
 
+    /// A clip longer than `maxSeconds` (a live stream given as one) is cut there.
+    @Test func aClipIsCutAtItsLimit() throws {
+        let dir = try Self.directory()
+        let (musicPath, clipPath) = (try AnnouncementModel.music(in: dir), try AnnouncementModel.ttsClip(in: dir))
+        let h = EngineHarness(paced: true, name: "cut")
+        try h.engine.play(path: musicPath, paused: true)
+        h.engine.waitUntilApplied()
+        var mix = PlaybackEngine.Announcement()
+        mix.maxSeconds = 1
+        try h.engine.announce([.init(path: clipPath)], label: "clip", options: mix)
+        #expect(h.wait(seconds: 20) { Self.ended(h.recordedEvents) != nil })
+        #expect(Self.ended(h.recordedEvents)?.cancelled == false)
+        h.engine.resume()
+        #expect(h.waitForEnd(seconds: 20))
+        let capture = try h.finishCapture().samples
+        let clip = try AnnouncementModel.clip(clipPath, rate: Self.rate)
+        let found = AnnouncementModel.clipAlone(capture: capture, clip: Array(clip.prefix(Self.rate * 2)))
+        let at = try #require(found.frame, "\(found.problem ?? "")")
+        #expect(found.problem == nil, "\(found.problem ?? "")")
+        // Then silence where the rest of the clip would have been.
+        #expect(capture[((at + Self.rate) * 2)..<((at + Self.rate + 100) * 2)].allSatisfy { $0 == 0 }, "the clip went on past its limit")
+    }
+
     /// A cancel fades the clip out over 20 ms and ramps the music back up; the music is
     /// never interrupted.
     @Test(.tags(.threadSanitizer)) func aCancelRampsBackToTheMusic() throws {

@@ -61,6 +61,12 @@ struct AnnouncementTests {
         #expect(h.request("status")?["announcing"]?.isNull == true)
         #expect(h.waitFor(seconds: 20) { h.request("status")?["state"]?.stringValue == "stopped" })
         #expect(h.request("status")?["underruns"]?.numberValue == 0)
+        try expectClipBetweenMusic(h, music: music, clip: clip)
+    }
+
+    /// Stops playd and checks its capture: the music to the pause, the clip alone, the
+    /// music again from the frame it paused at.
+    func expectClipBetweenMusic(_ h: DaemonHarness, music: String, clip: String) throws {
         #expect(h.terminate().status == 0)
         let capture = try WAVFile(path: h.capture).samples
         let check = AnnouncementModel.clipBetweenMusic(capture: capture, music: try Reference.decode(music),
@@ -120,11 +126,7 @@ struct AnnouncementTests {
         #expect(ended["source"]?.stringValue == url && ended["error"] == nil && ended["cancelled"]?.boolValue == false, "\(ended.text)")
         #expect(h.waitFor { h.request("status")?["state"]?.stringValue == "playing" }, "the music resumed")
         #expect(h.waitFor(seconds: 20) { h.request("status")?["state"]?.stringValue == "stopped" })
-        #expect(h.terminate().status == 0)
-        let capture = try WAVFile(path: h.capture).samples
-        let check = AnnouncementModel.clipBetweenMusic(capture: capture, music: try Reference.decode(music),
-                                                       clip: try AnnouncementModel.clip(tts, rate: Self.rate), rate: Self.rate)
-        #expect(check.failures.isEmpty, "\(check.failures)")
+        try expectClipBetweenMusic(h, music: music, clip: tts)
     }
 
     /// A clip that cannot play is refused with the code of what is wrong (at once for a

@@ -66,6 +66,8 @@ struct TOMLTests {
         ("x = \"a\"\r\ny = \u{01}", "line 2: '\u{01}' is not a value"),
         ("x = { a = 1,\n b = 2 }", "line 1: an inline table must be on one line"),
         (String(repeating: "x = [", count: 1) + String(repeating: "[", count: 200), "nest deeper than 128"),
+        (String(repeating: "a.", count: 500_000) + "b = 1", "line 1: a key of more than 128 parts"),
+        ("[" + String(repeating: "t.", count: 200) + "u]", "line 1: a key of more than 128 parts"),
     ])
     func errorsNameTheLine(_ text: String, _ expected: String) {
         do {

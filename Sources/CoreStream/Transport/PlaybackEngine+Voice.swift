@@ -15,6 +15,9 @@ extension PlaybackEngine {
         /// Ramp down before the clip and up after it, milliseconds.
         public var downMillis = 150
         public var upMillis = 500
+        /// The clip (chime included) is cut here: a live stream given as a clip would
+        /// otherwise duck the music for ever.
+        public var maxSeconds = 600
         public init() {}
     }
 
@@ -196,10 +199,16 @@ final class VoiceReader {
         var pending = 0       // frames in `buffer` not yet in the ring
         var current = 0       // index into `decoders`
         var ended = false     // every source decoded and written
+        let start = ring.producerIndex
+        let cap = max(1, options.maxSeconds) * format.sampleRate
         func fill() {
             while !ended {
                 if pending == 0 {
-                    if current == decoders.count || cancelled {
+                    let long = ring.producerIndex - start >= cap
+                    if long {
+                        logger.warning("announcement cut", metadata: ["announcement": "\(label)", "seconds": "\(options.maxSeconds)"])
+                    }
+                    if current == decoders.count || cancelled || long {
                         voice.end.store(ring.producerIndex, ordering: .releasing)
                         ended = true
                         decoders.removeAll()  // close the files and connections now
@@ -214,6 +223,7 @@ final class VoiceReader {
                     }
                     if pending == 0 { current += 1; continue }
                 }
+                pending = min(pending, cap - (ring.producerIndex - start))
                 guard ring.writableFrames >= pending else { return }
                 ring.write(buffer, frames: pending)
                 pending = 0
