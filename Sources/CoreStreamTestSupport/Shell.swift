@@ -48,3 +48,12 @@ public enum Shell {
                       stderr: String(decoding: errData, as: UTF8.self))
     }
 }
+
+/// A fresh folder for one test's files: NSTemporaryDirectory()/`prefix`-PID-`name`
+/// (letters and digits of it), emptied if a previous run left it.
+public func freshTestDirectory(_ prefix: String, _ name: String) throws -> String {
+    let dir = NSTemporaryDirectory() + "\(prefix)-\(getpid())-\(name.filter { $0.isLetter || $0.isNumber })"
+    try? FileManager.default.removeItem(atPath: dir)
+    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    return dir
+}

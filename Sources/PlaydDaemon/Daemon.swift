@@ -171,7 +171,8 @@ public final class Daemon: @unchecked Sendable {
     }
 
     /// SIGHUP: reads the config again and applies what can change while running (log
-    /// level, limits, state options, ReplayGain, `library.allow_outside_roots`); logs
+    /// level, limits, state options, ReplayGain, `library.allow_outside_roots`,
+    /// `output.crossfade_within_albums`); logs
     /// the keys that need a restart. A config that does not parse changes nothing.
     /// Control thread.
     func reload() {
@@ -214,6 +215,7 @@ public final class Daemon: @unchecked Sendable {
         applied.resume = new.resume
         applied.updateOnStart = new.updateOnStart
         applied.allowOutsideRoots = new.allowOutsideRoots
+        applied.crossfadeWithinAlbums = new.crossfadeWithinAlbums
         applied.replayGain = new.replayGain
         applied.replayGainPreamp = new.replayGainPreamp
         applied.replayGainMissingPreamp = new.replayGainMissingPreamp

@@ -51,6 +51,9 @@ public struct DaemonConfig: Sendable, Equatable {
     public var logLevel = "info"
     /// `output.format_change`: resample or reopen (a next track in another format).
     public var formatChange = "resample"
+    /// `output.crossfade_within_albums`: cross-fade also between consecutive tracks of
+    /// one album played in order (off: those stay gapless).
+    public var crossfadeWithinAlbums = false
     /// `volume.mixer`: software, hardware (an ALSA mixer control) or none.
     public var mixer = "software"
     /// `volume.mixer_device` and `volume.mixer_control`: the ALSA mixer for `hardware`.
@@ -212,6 +215,7 @@ public struct DaemonConfig: Sendable, Equatable {
                 let modes = PlaybackEngine.FormatChange.allCases.map(\.rawValue)
                 guard modes.contains(s) else { throw fail("'\(s)' must be one of \(modes.joined(separator: ", "))") }
                 formatChange = s
+            case "output.crossfade_within_albums": crossfadeWithinAlbums = try bool()
             case "mpd.enabled": mpdEnabled = try bool()
             case "mpd.socket": mpdSocket = try string()
             case "mpd.tcp": mpdTCP = try string()

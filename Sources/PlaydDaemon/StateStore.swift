@@ -18,6 +18,8 @@ struct SavedState {
     var queue = PlayQueue()
     /// Outputs switched off with `output`/`disableoutput`, by name.
     var disabledOutputs: [String] = []
+    /// MPD's crossfade, mixrampdb, mixrampdelay (its state file keeps them too).
+    var crossfade = Player.CrossfadeSettings()
 
     var json: JSON {
         .obj(("version", .int(1)), ("file", file.map(JSON.string) ?? .null), ("position_frames", .int(positionFrames)),
@@ -27,6 +29,8 @@ struct SavedState {
              ("direction", .string(direction.rawValue)),
              ("volume", .int(volume)), ("muted", .bool(muted)),
              ("disabled_outputs", .array(disabledOutputs.map(JSON.string))),
+             ("crossfade", .obj(("seconds", .int(Int64(crossfade.seconds))), ("mixramp_db", .number(crossfade.mixrampDB)),
+                                ("mixramp_delay", .number(crossfade.mixrampDelay)))),
              ("queue", .obj(("entries", .array(queue.entries.map { .obj(("id", .int(Int64($0.id))), ("file", .string($0.path))) })),
                             ("current", queue.current.map { JSON.int(Int64($0)) } ?? .null),
                             // "repeat" for state files of earlier versions; "repeats" and
@@ -135,6 +139,7 @@ enum StateStore {
                           loop: loop, direction: direction,
                           volume: Int(j["volume"]?.integer(in: 0...100) ?? 100),
                           muted: j["muted"]?.boolValue ?? false, queue: queue,
-                          disabledOutputs: j["disabled_outputs"]?.arrayValue?.compactMap(\.stringValue) ?? [])
+                          disabledOutputs: j["disabled_outputs"]?.arrayValue?.compactMap(\.stringValue) ?? [],
+                          crossfade: Player.CrossfadeSettings(saved: j["crossfade"]))
     }
 }

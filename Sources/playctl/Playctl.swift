@@ -21,7 +21,7 @@ struct Playctl: ParsableCommand {
         subcommands: [Play.self, Pause.self, Resume.self, Toggle.self, Stop.self, Seek.self, Loop.self, Direction.self,
                       Volume.self, Mute.self, Unmute.self, Cover.self, Outputs.self, Output.self,
                       Add.self, Insert.self, Remove.self, Move.self, Clear.self, Queue.self, Next.self, Prev.self,
-                      RepeatMode.self, SingleMode.self, Shuffle.self, Consume.self, Export.self,
+                      RepeatMode.self, SingleMode.self, Shuffle.self, Consume.self, CrossfadeCommand.self, Export.self,
                       Update.self, Search.self, Find.self, List.self, Ls.self, Save.self, Load.self, Playlists.self, Current.self,
                       Announce.self, Status.self, Watch.self, Ping.self])
 
@@ -483,6 +483,57 @@ struct Volume: ParsableCommand {
         if !connection.json {
             print("volume \(Int(r["volume"]?.numberValue ?? 0))" + (r["muted"]?.boolValue == true ? " (muted)" : ""))
         }
+    }
+}
+
+struct CrossfadeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "crossfade",
+        abstract: "Show or set the cross-fade between tracks: SECONDS (0: off), and MixRamp (as mpc's crossfade and mixramp).")
+    @OptionGroup var connection: Connection
+    @Argument(help: "Seconds of overlap, 0–3600 (0: gapless); nothing to show the settings.") var seconds: Int?
+    // .unconditional: "-17" is the value, not an option.
+    @Option(name: .customLong("mixramp-db"), parsing: .unconditional, help: "MixRamp: the level in dB where the tracks meet (MPD's mixrampdb).")
+    var mixrampDB: Double?
+    @Option(name: .customLong("mixramp-delay"), parsing: .unconditional, help: "MixRamp: seconds taken off its overlap, or off (MPD's mixrampdelay).")
+    var mixrampDelay: String?
+    func run() throws {
+        var fields: [(String, JSON)] = []
+        if let s = seconds {
+            guard (0...3600).contains(s) else { throw ValidationError("give 0…3600 seconds") }
+            fields.append(("seconds", .int(Int64(s))))
+        }
+        if let db = mixrampDB {
+            guard db.isFinite else { throw ValidationError("--mixramp-db needs a number") }
+            fields.append(("mixramp_db", .number(db)))
+        }
+        if let d = mixrampDelay {
+            if d == "off" {
+                fields.append(("mixramp_delay", .null))
+            } else {
+                guard let v = Double(d), v.isFinite else { throw ValidationError("--mixramp-delay needs seconds or off") }
+                fields.append(("mixramp_delay", .number(v)))
+            }
+        }
+        let r = try connection.send("crossfade", fields)
+        if !connection.json {
+            let s = Int(r["seconds"]?.numberValue ?? 0)
+            var line = s > 0 ? "crossfade \(s) s" : "crossfade off"
+            let db = MPDStyle.number(r["mixramp_db"]?.numberValue ?? 0)
+            if let delay = r["mixramp_delay"]?.numberValue {
+                line += ", mixramp \(db) dB, delay \(MPDStyle.number(delay)) s"
+            } else {
+                line += ", mixramp off (\(db) dB)"
+            }
+            print(line)
+        }
+    }
+}
+
+/// Numbers as mpc prints them: no ".0" on whole ones.
+enum MPDStyle {
+    static func number(_ v: Double) -> String {
+        v == v.rounded() && abs(v) < 1e15 ? String(Int64(v)) : String(v)
     }
 }
 

@@ -300,6 +300,48 @@ final class PulseRecorder {
         ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
     }
 
+    /// Starts parec and waits (up to 10 s) until it has written its first bytes, so
+    /// what plays next is recorded from its start.
+    static func started(path: String) throws -> PulseRecorder {
+        let r = try PulseRecorder(path: path)
+        let deadline = Date().addingTimeInterval(10)
+        while r.bytesWritten == 0 && Date() < deadline { usleep(5_000) }
+        return r
+    }
+
+    /// An engine playing into the pulse plugin (ALSA's `pulse` device), logging warnings.
+    static func pulseEngine(onEvent: @escaping @Sendable (PlaybackEngine.Event) -> Void = { _ in }) -> PlaybackEngine {
+        var config = PlaybackEngine.Configuration()
+        config.output = "alsa:pulse"
+        var logger = Logger(label: "test")
+        logger.logLevel = .warning
+        return PlaybackEngine(configuration: config, logger: logger, onEvent: onEvent)
+    }
+
+    /// Polls `condition` every 5 ms for up to `seconds`.
+    static func wait(_ seconds: Double, _ condition: () -> Bool) -> Bool {
+        let end = Date().addingTimeInterval(seconds)
+        while Date() < end { if condition() { return true }; usleep(5_000) }
+        return condition()
+    }
+
+    /// The loudest window's level and the first and last windows within 90 % of it.
+    static func loudSpan(_ rms: [Float]) -> (full: Float, first: Int, last: Int)? {
+        let full = rms.max() ?? 0
+        let loud = rms.indices.filter { rms[$0] > full * 0.9 }
+        guard let first = loud.first, let last = loud.last else { return nil }
+        return (full, first, last)
+    }
+
+    /// The left channel's RMS level in windows of `window` frames.
+    static func levels(_ samples: [Float], window: Int) -> [Float] {
+        (0..<(samples.count / 2 / window)).map { w in
+            var sum: Float = 0
+            for f in (w * window)..<((w + 1) * window) { sum += samples[2 * f] * samples[2 * f] }
+            return (sum / Float(window)).squareRoot()
+        }
+    }
+
     /// Waits for the sink's tail, stops, and returns the interleaved stereo samples.
     func finish() throws -> [Float] {
         usleep(300_000)

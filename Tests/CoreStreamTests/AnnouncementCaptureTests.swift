@@ -17,10 +17,7 @@ struct AnnouncementCaptureTests {
     static let rate = 44100
 
     static func directory(_ name: String = #function) throws -> String {
-        let dir = NSTemporaryDirectory() + "playd-announce-\(getpid())-\(name.filter { $0.isLetter })"
-        try? FileManager.default.removeItem(atPath: dir)
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        return dir
+        try freshTestDirectory("playd-announce", name)
     }
 
     static func started(_ events: [PlaybackEngine.Event]) -> Int64?? {
@@ -335,29 +332,18 @@ struct AnnouncementCaptureTests {
         let music = dir + "/music48.flac"
         try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=6", "-af", "volume=4", "-ac", "2", "-c:a", "flac", music])
         let clip = try AnnouncementModel.ttsClip(in: dir)
-        let recorder = try PulseRecorder(path: dir + "/capture.raw")
+        let recorder = try PulseRecorder.started(path: dir + "/capture.raw")
         defer { recorder.stop() }
-        let deadline = Date().addingTimeInterval(10)
-        while recorder.bytesWritten == 0 && Date() < deadline { usleep(5_000) }
-        var config = PlaybackEngine.Configuration()
-        config.output = "alsa:pulse"
-        var logger = Logger(label: "test")
-        logger.logLevel = .warning
         let events = EventBox()
-        let engine = PlaybackEngine(configuration: config, logger: logger) { e in events.append(e) }
+        let engine = PulseRecorder.pulseEngine { e in events.append(e) }
         try engine.play(path: music)
-        func wait(_ seconds: Double, _ condition: () -> Bool) -> Bool {
-            let end = Date().addingTimeInterval(seconds)
-            while Date() < end { if condition() { return true }; usleep(5_000) }
-            return condition()
-        }
-        #expect(wait(10) { engine.status().positionFrames > 48_000 })
+        #expect(PulseRecorder.wait(10) { engine.status().positionFrames > 48_000 })
         var mix = PlaybackEngine.Announcement()
         mix.duckDB = -20
         mix.gainDB = -30  // quiet, so the recording's level is the music's
         try engine.announce([.init(path: clip)], label: "clip", options: mix)
-        #expect(wait(20) { Self.ended(events.all) != nil })
-        #expect(wait(20) { engine.status().state == .stopped })
+        #expect(PulseRecorder.wait(20) { Self.ended(events.all) != nil })
+        #expect(PulseRecorder.wait(20) { engine.status().state == .stopped })
         let status = engine.status()
         engine.shutdown()
         let samples = try recorder.finish()
@@ -367,15 +353,9 @@ struct AnnouncementCaptureTests {
         // The level in 10 ms windows: the music's before and after (a sine at 0.5),
         // 20 dB lower under the clip (which is at −30 dB, below it).
         let window = 480
-        let rms = (0..<(samples.count / 2 / window)).map { w in
-            var sum: Float = 0
-            for f in (w * window)..<((w + 1) * window) { sum += samples[2 * f] * samples[2 * f] }
-            return (sum / Float(window)).squareRoot()
-        }
-        let full = rms.max() ?? 0
+        let rms = PulseRecorder.levels(samples, window: window)
+        let (full, first, last) = try #require(PulseRecorder.loudSpan(rms), "the music was recorded")
         #expect(full > 0.1, "the music was recorded (peak window RMS \(full))")
-        let loud = rms.indices.filter { rms[$0] > full * 0.9 }
-        let first = try #require(loud.first), last = try #require(loud.last)
         let ducked = rms[first...last].filter { $0 < full * 0.5 }.count
         #expect(ducked >= 100, "\(ducked) windows of 10 ms were ducked")
     }

@@ -187,11 +187,16 @@ struct MPDDifferentialTests {
         Session("prioid 9 999"),
         Session("prioid 300 1"),
         Session("prioid 3"),
-        // Crossfade (0 only until it is built) and ReplayGain.
+        // Crossfade and MixRamp (each session sets them back), and ReplayGain.
         Session("crossfade 0", "status"),
         Session("crossfade abc"),
         Session("crossfade -1"),
         Session("crossfade"),
+        Session("crossfade 5", "status", "crossfade 1.5", "crossfade 3600", "status", "crossfade 0", "status"),
+        Session("mixrampdb -17.5", "status", "mixrampdb -17", "status", "mixrampdb abc", "mixrampdb", "mixrampdb 0", "status"),
+        Session("mixrampdelay 2", "status", "mixrampdelay 1.5", "status", "mixrampdelay nan", "status"),
+        Session("mixrampdelay 3", "mixrampdelay -1", "status", "mixrampdelay abc", "mixrampdelay"),
+        Session("crossfade 4", "mixrampdelay 2", "mixrampdb -20", "status", "crossfade 0", "mixrampdelay nan", "mixrampdb 0"),
         Session("replay_gain_status"),
         Session("replay_gain_mode bogus"),
         Session("replay_gain_mode"),
@@ -265,7 +270,7 @@ struct MPDDifferentialTests {
          "the top folder lists the MP3 with playd's Format (above); stored playlists follow the songs in both"),
         (Session("albumart d1/a.flac 0"),
          "playd also takes folder.jpg (and cover.jpeg/webp, folder.png) where MPD 0.23 takes only cover.png/jpg/tiff/bmp"),
-        (Session("crossfade 5", "status", "crossfade 0"), "crossfade is not built yet: playd refuses a nonzero one (the crossfade issue)"),
+        (Session("crossfade 7200", "crossfade 0"), "playd caps the crossfade at an hour (3600 s); MPD takes any unsigned"),
         (Session("urlhandlers"), "playd lists the two it plays, http:// and https://; MPD 0.23 lists 28 (file, ftp, smb, rtsp, …)"),
         (Session("channels"), "playd itself reads the `announce` channel (announcements from MPD clients), so `channels` lists it"),
     ]

@@ -56,14 +56,14 @@ struct MpcSuiteTests {
         Run("shuffle"), Run("clearerror"),
         Run("channels"), Run("sendmessage", "room", "hello"),
         Run("albumart", "one.flac"), Run("readpicture", "one.flac"), Run("readpicture", "sub/three.mp3"),
-        Run("crossfade"), Run("mixrampdb"), Run("-w", "rescan"), Run("-w", "update", "sub"),
+        Run("crossfade"), Run("mixrampdb"), Run("crossfade", "3"), Run("crossfade"), Run("mixrampdelay", "2"),
+        Run("mixrampdelay"), Run("mixrampdb", "0.5"), Run("mixrampdb"), Run("status"), Run("crossfade", "0"),
+        Run("mixrampdelay", "0"), Run("mixrampdelay"), Run("-w", "rescan"), Run("-w", "update", "sub"),
         Run("clear"), Run("status"), Run("nosuchcommand"),
     ]
 
     /// Runs that still differ, each with why (docs/protocol.md lists them too).
     static let knownDifferences: [(Run, String)] = [
-        (Run("crossfade", "3"), "crossfade is not built yet: playd refuses a nonzero one (the crossfade issue)"),
-        (Run("mixrampdelay", "2"), "MixRamp is not built yet (the crossfade issue)"),
         (Run("sticker", "one.flac", "list"), "stickers are not built: playd has no sticker database"),
         (Run("listneighbors"), "playd has no neighbor plugins (MPD: 'No neighbor plugin configured')"),
         (Run("mount"), "playd has no storage plugins (MPD lists its music directory as the root mount)"),

@@ -9,7 +9,7 @@ enum ReaderCommand {
     case load(Handoff<AudioDecoder>, start: Int64, direction: PlayDirection, generation: UInt64)
     case seek(Int64, generation: UInt64)
     case edit(ReaderEdit)
-    case next(Handoff<AudioDecoder>?, generation: UInt64)
+    case next(Handoff<AudioDecoder>?, generation: UInt64, overlap: ReaderOverlap?)
     case stop(generation: UInt64)
     /// Let go of the decoder and of the ring until the next load (an output reopen).
     case detach(Handoff<Semaphore>)
@@ -113,11 +113,21 @@ final class ReaderLoop {
     let cacheFrames = 32 * 1024
 
     var decoder: AudioDecoder?
-    /// The track to follow without a gap, and its generation.
-    var next: (decoder: AudioDecoder, generation: UInt64)?
+    /// The track to follow without a gap, its generation, and how the two overlap (see
+    /// ``Crossfade``; nil: a gapless join).
+    var next: (decoder: AudioDecoder, generation: UInt64, overlap: ReaderOverlap?)?
     /// The track the reader left for `next`, until the control side hears the switch
-    /// (a seek before that is a seek in it).
-    var previous: (decoder: AudioDecoder, generation: UInt64)?
+    /// (a seek before that is a seek in it, and the next follows again as it would have).
+    var previous: (decoder: AudioDecoder, generation: UInt64, overlap: ReaderOverlap?)?
+    /// Frames of `next` mixed into the current track's end so far (its overlap), from
+    /// the overlap's first frame in order; 0 when none. Reset by whatever moves the
+    /// current track out of order (load, seek, splice, a new next).
+    var leadIn = 0
+    /// `next`'s frames for the overlap, `chunk` at a time. Allocated on first use.
+    var leadInBuffer: UnsafeMutablePointer<Float>?
+    /// The next marker written makes render take its track's level at once (the
+    /// overlap already gave that track its own level).
+    var snapNextMarker = false
     /// Counts loads, so the cache knows which decoder it holds.
     var decoderSerial = 0
     var generation: UInt64 = 0
@@ -173,6 +183,7 @@ final class ReaderLoop {
     deinit {
         pending.deallocate()
         cache?.deallocate()
+        leadInBuffer?.deallocate()
     }
 
     /// Makes the buffers fit `channels`. Reader thread.
@@ -183,6 +194,8 @@ final class ReaderLoop {
         cache?.deallocate()
         cache = nil
         cacheSerial = -1
+        leadInBuffer?.deallocate()
+        leadInBuffer = nil
         self.channels = channels
     }
 
@@ -216,6 +229,7 @@ final class ReaderLoop {
                     done.value.signal()
                 case .stop(let generation):
                     self.generation = generation
+                    leadIn = 0
                     next = nil
                     previous = nil
                     self.decoder = nil
@@ -236,20 +250,25 @@ final class ReaderLoop {
                     reportedPass = 0
                     next = nil
                     previous = nil
+                    leadIn = 0
                     reposition(to: start, loop: nil)
                 case .seek(let frame, let generation):
                     if let p = previous, let current = self.decoder {
                         // Switched to the next track but it is not heard yet: the seek
                         // is in the track being heard. Go back; the next follows again.
-                        next = (current, self.generation)
+                        next = (current, self.generation, p.overlap)
                         self.decoder = p.decoder
                         decoderSerial += 1
                         previous = nil
                     }
                     self.generation = generation
+                    leadIn = 0
                     reposition(to: frame, loop: self.head?.loop)
-                case .next(let handoff, let generation):
-                    next = handoff.map { ($0.value, generation) }
+                case .next(let handoff, let generation, let overlap):
+                    // Frames already mixed with the one replaced stay; the rest of the
+                    // current track ends on its own (leadIn 0 past the overlap's start).
+                    leadIn = 0
+                    next = handoff.map { ($0.value, generation, overlap) }
                     if let n = next { adopt(n.decoder) }
                 case .edit:
                     break
@@ -328,6 +347,7 @@ final class ReaderLoop {
         for case .direction(let d) in edits { self.direction = d }
         guard self.decoder != nil, var head = self.head else { return }
         dropPending()
+        leadIn = 0  // an overlap under way ends: the rest of the track plays on its own
         handshake(request: shared.spliceRequest, ack: shared.spliceAck, what: "splice")
         let kept = shared.spliceRing.load(ordering: .relaxed)
         let m = shared.spliceMarker.pointee
@@ -420,18 +440,22 @@ final class ReaderLoop {
     /// render and the control side know where it starts. Returns whether it did.
     private func switchToNext() -> Bool {
         guard let n = next, let old = self.decoder, self.head?.direction == .forward else { return false }
-        previous = (old, self.generation)
+        previous = (old, self.generation, n.overlap)
         self.decoder = n.decoder
         self.generation = n.generation
         decoderSerial += 1
         next = nil
         let info = n.decoder.info
-        let head = Playhead(position: 0, length: info.durationIsEstimate ? nil : info.durationFrames)
+        // After an overlap the track goes on from the frames already mixed in (its
+        // decoder is there: no seek), at its own level from the first.
+        let head = Playhead(position: Int64(leadIn), length: info.durationIsEstimate ? nil : info.durationFrames)
+        snapNextMarker = leadIn > 0
+        leadIn = 0
         self.head = head
         firstStep = true
         reportedPass = 0
         spliceBase = (shared.ring.producerIndex, head, [], false)
-        logger.debug("next track decoding", metadata: ["track.path": "\(info.path)"])
+        logger.debug("next track decoding", metadata: ["track.path": "\(info.path)", "from": "\(head.position)", "ring": "\(shared.ring.producerIndex)"])
         return true
     }
 
@@ -484,6 +508,9 @@ final class ReaderLoop {
                 // The track ended before its stated length.
                 return step.direction == .reverse ? try produce() : false
             }
+            if step.direction == .forward, head.loop == nil, let n = next, let o = n.overlap {
+                mixLeadIn(stepStart: step.start, frames: produced, next: n, overlap: o)
+            }
         }
         if step.direction == .reverse { reverseFrames(self.pending, frames: produced, channels: channels) }
         pendingFrames = produced
@@ -496,9 +523,74 @@ final class ReaderLoop {
                                   pass: step.pass, generation: self.generation,
                                   sourceRate: Int32(sourceRate), deviceRate: Int32(deviceRate))
             m.loopEpoch = loopEpoch
+            m.snapsLevel = snapNextMarker
+            snapNextMarker = false
             pendingMarker = m
         }
         return true
+    }
+
+    /// Mixes the next track's first frames into the current track's last ones, where a
+    /// step of `frames` frames from source frame `stepStart` (already in `pending`)
+    /// reaches the overlap (see ``Crossfade``). The overlap begins only at its first
+    /// frame and goes on only in order: anything else leaves the step as it is.
+    private func mixLeadIn(stepStart: Int64, frames: Int,
+                           next n: (decoder: AudioDecoder, generation: UInt64, overlap: ReaderOverlap?),
+                           overlap o: ReaderOverlap) {
+        guard let decoder = self.decoder, !decoder.info.durationIsEstimate, let length = decoder.info.durationFrames,
+              decoder.info.sampleRate == decoder.outputFormat.sampleRate,
+              n.decoder.outputFormat == decoder.outputFormat,
+              n.decoder.info.sampleRate == n.decoder.outputFormat.sampleRate,
+              o.frames > 0, length > Int64(o.frames) else { return }
+        let from = length - Int64(o.frames)  // the current track's frame where the next comes in
+        let first = max(stepStart, from)
+        guard first < stepStart + Int64(frames), first - from == Int64(leadIn), leadIn < o.frames else { return }
+        if leadInBuffer == nil { leadInBuffer = .allocate(capacity: chunk * channels) }
+        let buffer = leadInBuffer!
+        // Each voice keeps its ReplayGain: render applies the current track's to these
+        // frames, so the next track's are scaled by the ratio.
+        let rgCurrent = Float(bitPattern: shared.replayGain.load(ordering: .relaxed))
+        let rgNext = shared.nextGeneration.load(ordering: .relaxed) == n.generation
+            ? Float(bitPattern: shared.nextReplayGain.load(ordering: .relaxed)) : rgCurrent
+        let scale = rgCurrent > 0 ? rgNext / rgCurrent : 1
+        var j = Int(first - stepStart)
+        while j < frames && leadIn < o.frames {
+            let want = min(frames - j, o.frames - leadIn, chunk)
+            readLeadIn(n.decoder, into: buffer, frames: want)
+            let at = pending + j * channels
+            for k in 0..<want {
+                let a: Float, b: Float
+                switch o.curve {
+                case .equalPower:
+                    let theta = Double.pi / 2 * Double(leadIn + k) / Double(o.frames)
+                    a = Float(cos(theta))
+                    b = Float(sin(theta)) * scale
+                case .sum:
+                    a = 1
+                    b = scale
+                }
+                for c in 0..<channels { at[k * channels + c] = at[k * channels + c] * a + buffer[k * channels + c] * b }
+            }
+            j += want
+            leadIn += want
+        }
+    }
+
+    /// Reads the next track's frames `leadIn ..< leadIn + frames` into `buffer`, silence
+    /// where it has none (it ended early, or failed: logged).
+    private func readLeadIn(_ d: AudioDecoder, into buffer: UnsafeMutablePointer<Float>, frames: Int) {
+        var got = 0
+        do {
+            if d.position != Int64(leadIn) { try d.seek(to: Int64(leadIn)) }  // back to its start after a reset
+            while got < frames {
+                let r = try d.read(into: buffer + got * channels, capacity: frames - got)
+                if r == 0 { break }
+                got += r
+            }
+        } catch {
+            logger.warning("cross-fade: the next track could not be read", metadata: ["track.path": "\(d.info.path)", "error": "\(error)"])
+        }
+        if got < frames { (buffer + got * channels).update(repeating: 0, count: (frames - got) * channels) }
     }
 
     /// Whether `step` lies in `region` and the region is (now) decoded in the cache.

@@ -407,7 +407,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     /// converts and writes them. Records where they came from. `frames` ≤ a period.
     private mutating func writeFrames(_ frames: Int, fromRing: Int, startVoice: Bool = true) {
         let ringStart = shared.ring.consumerIndex
-        if fromRing > 0 { takeMarkers(upTo: ringStart + fromRing) }
+        if fromRing > 0 { takeMarkers(upTo: ringStart + 1) }
         if startVoice && voice.busy {
             let musicPlaying = fromRing > 0 && state == .running
             var musicFrame: Int64 = -1
@@ -418,17 +418,28 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         let frameBytes = channels * format.sampleFormat.bytesPerSample
         var prepared = 0
         while prepared < frames {
-            // A float device's buffer is `mix` itself, a whole period: one pass.
-            let n = min(mixFrames, frames - prepared)
-            let ringHere = max(0, min(n, fromRing - prepared))
-            if ringHere > 0 { shared.ring.read(into: mix, frames: ringHere) }
-            if ringHere < n {
-                (mix + ringHere * channels).update(repeating: 0, count: (n - ringHere) * channels)
+            // A float device's buffer is `mix` itself, a whole period: one pass, or a
+            // piece per stream when a marker falls inside it.
+            var n = min(mixFrames, frames - prepared)
+            if prepared < fromRing {
+                // A stream's level (its ReplayGain) starts at its first frame: work up to
+                // the next marker, and take it there.
+                takeMarkers(upTo: ringStart + prepared + 1)
+                if let m = shared.markers.peek(), m.ringIndex > ringStart + prepared, m.ringIndex < ringStart + prepared + n {
+                    n = m.ringIndex - (ringStart + prepared)
+                }
             }
-            applyGain(frames: ringHere)
-            if voice.active { voice.mix(mix, frames: n, volume: volume) }
-            if let p = played { keepPlayedCopy(p, at: deviceWritten + prepared, frames: n) }
-            convert(frames: n, into: device + prepared * frameBytes)
+            // A float device's buffer is `mix` itself: each piece goes in its place.
+            let work = format.sampleFormat == .float32 ? mix + prepared * channels : mix
+            let ringHere = max(0, min(n, fromRing - prepared))
+            if ringHere > 0 { shared.ring.read(into: work, frames: ringHere) }
+            if ringHere < n {
+                (work + ringHere * channels).update(repeating: 0, count: (n - ringHere) * channels)
+            }
+            applyGain(work, frames: ringHere)
+            if voice.active { voice.mix(work, frames: n, volume: volume) }
+            if let p = played { keepPlayedCopy(p, from: work, at: deviceWritten + prepared, frames: n) }
+            convert(work, frames: n, into: device + prepared * frameBytes)
             prepared += n
         }
         if shared.localMuted.load(ordering: .relaxed) {
@@ -448,7 +459,10 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             }
             done += n
         }
-        if fromRing > 0 { record(ring: ringStart, length: fromRing) }
+        if fromRing > 0 {
+            takeMarkers(upTo: ringStart + fromRing)
+            record(ring: ringStart, length: fromRing)
+        }
         if done > fromRing { record(ring: -1, length: done - fromRing) }
         feedPlayed()
         if fromRing < frames { gain = 0 }  // after an underrun, come back with a ramp
@@ -597,7 +611,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     /// Multiplies each frame by the transport ramp (pause, resume, seek) times the
     /// output level, each moving linearly toward its target.
     @inline(__always)
-    private mutating func applyGain(frames: Int) {
+    private mutating func applyGain(_ mix: UnsafeMutablePointer<Float>, frames: Int) {
         let rg = generation == shared.nextGeneration.load(ordering: .relaxed)
             ? shared.nextReplayGain.load(ordering: .relaxed) : shared.replayGain.load(ordering: .relaxed)
         let newLevel = Float(bitPattern: shared.level.load(ordering: .relaxed)) * Float(bitPattern: rg)
@@ -631,7 +645,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     }
 
     @inline(__always)
-    private func convert(frames: Int, into destination: UnsafeMutableRawPointer) {
+    private func convert(_ mix: UnsafeMutablePointer<Float>, frames: Int, into destination: UnsafeMutableRawPointer) {
         let n = frames * channels
         switch format.sampleFormat {
         case .float32:
@@ -647,7 +661,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
 
     /// Keeps the frames about to be written at their device frame index.
     @inline(__always)
-    private func keepPlayedCopy(_ p: UnsafeMutablePointer<Float>, at deviceFrame: Int, frames: Int) {
+    private func keepPlayedCopy(_ p: UnsafeMutablePointer<Float>, from mix: UnsafeMutablePointer<Float>, at deviceFrame: Int, frames: Int) {
         var done = 0
         while done < frames {
             let slot = (deviceFrame + done) & (playedCapacity - 1)
@@ -702,6 +716,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
                 shared.firstWrittenTime.store(monotonicNanoseconds(), ordering: .relaxed)
                 shared.firstWrittenGeneration.store(m.generation, ordering: .releasing)
             }
+            if m.snapsLevel { snapLevel = true }
             generation = m.generation
         }
     }

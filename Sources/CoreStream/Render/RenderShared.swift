@@ -21,6 +21,9 @@ public struct SegmentMarker: BitwiseCopyable, Sendable, Equatable {
     public var pass: Int64 = 0
     /// Which `setLoop` the pass count belongs to (the engine counts them).
     public var loopEpoch: UInt32 = 0
+    /// Render takes this stream's level at once rather than ramping to it: a track that
+    /// came in by a cross-fade already had its own level in the overlap.
+    public var snapsLevel = false
 
     public init(ringIndex: Int, sourceFrame: Int64, generation: UInt64, sourceRate: Int32, deviceRate: Int32) {
         self.ringIndex = ringIndex

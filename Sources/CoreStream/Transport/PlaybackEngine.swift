@@ -449,13 +449,23 @@ public final class PlaybackEngine: @unchecked Sendable {
     /// to the running format, unless the configuration says `reopen`: then nothing is
     /// queued (returns false) and the caller plays it when this track ends. nil clears.
     /// Opens the file on the caller's thread: a bad file throws and changes nothing.
+    /// With `crossfade`, the two tracks overlap when the engine can do it exactly (see
+    /// ``Crossfade``); otherwise the join is gapless.
     @discardableResult
-    public func setNext(path: String?) throws(StreamError) -> Bool {
+    public func setNext(path: String?, crossfade: Crossfade? = nil) throws(StreamError) -> Bool {
+        try setNext(path: path) { _, _ in crossfade }
+    }
+
+    /// As ``setNext(path:crossfade:)``, the cross-fade decided from the two tracks' info
+    /// (the track playing, the one opened): a caller's rule such as "not within an
+    /// album". `crossfadeFor` runs under the engine's lock: it must only compute.
+    @discardableResult
+    public func setNext(path: String?, crossfadeFor: (TrackInfo, TrackInfo) -> Crossfade?) throws(StreamError) -> Bool {
         guard let path else {
             control.withLock { c in
                 c.next = nil
                 applyLevel(c)
-                send(.next(nil, generation: 0))
+                send(.next(nil, generation: 0, overlap: nil))
             }
             return false
         }
@@ -471,13 +481,18 @@ public final class PlaybackEngine: @unchecked Sendable {
             if natural != out.pcm && configuration.formatChange == .reopen {
                 c.next = nil
                 applyLevel(c)
-                send(.next(nil, generation: 0))
+                send(.next(nil, generation: 0, overlap: nil))
                 return false
             }
             try decoder.setOutputFormat(out.pcm)
+            let crossfade = c.track.flatMap { crossfadeFor($0, decoder.info) }
+            let overlap = crossfade.flatMap { x in
+                Crossfade.overlapFrames(x, current: c.track, next: decoder.info, device: out.pcm)
+            }
             c.next = (c.allocateGeneration(), decoder.info)
             applyLevel(c)
-            send(.next(Handoff(decoder), generation: c.next!.generation))
+            send(.next(Handoff(decoder), generation: c.next!.generation,
+                       overlap: overlap.map { ReaderOverlap(frames: $0, curve: crossfade!.curve) }))
             return true
         }
     }

@@ -10,7 +10,7 @@ public struct Changes: OptionSet, Sendable, Hashable {
     public static let player = Changes(rawValue: 1 << 0)
     /// The queue's entries or its current entry.
     public static let queue = Changes(rawValue: 1 << 1)
-    /// repeat, single, random (shuffle), consume.
+    /// repeat, single, random (shuffle), consume; crossfade and MixRamp.
     public static let options = Changes(rawValue: 1 << 2)
     /// Volume and mute.
     public static let mixer = Changes(rawValue: 1 << 3)
@@ -56,6 +56,8 @@ public enum PlayerEvent: Sendable {
     /// The queue's length or current entry changed; `edited`: its entries did.
     case queue(length: Int, current: Int?, edited: Bool)
     case options(repeats: Bool, single: PlayQueue.Single, shuffle: Bool, consume: Bool)
+    /// The cross-fade settings were set (MPD's idle `options`).
+    case crossfade(Player.CrossfadeSettings)
     case output(PlaybackEngine.OutputReport)
     case skipped(entry: Int, path: String, code: String, message: String)
     case outputLost(code: String, message: String, retryMillis: Int64)
@@ -86,7 +88,7 @@ public enum PlayerEvent: Sendable {
         case .volume: return .mixer
         case .queue(_, _, let edited): return edited ? .queue : .player
         case .skipped: return .queue
-        case .options: return .options
+        case .options, .crossfade: return .options
         case .output: return .outputs
         case .storedPlaylist: return .storedPlaylist
         case .updateStarted: return .update

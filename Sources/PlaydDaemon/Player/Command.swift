@@ -55,6 +55,11 @@ public enum Command: Sendable {
     case setRepeatMode(PlayQueue.Repeat)
     case setRandom(Bool)
     case setConsume(Bool)
+    /// MPD's `crossfade` (whole seconds, 0: off), `mixrampdb`, `mixrampdelay` (≤ 0 or
+    /// NaN: MixRamp off). See Player+Crossfade.swift.
+    case setCrossfade(seconds: Int)
+    case setMixRampDB(Double)
+    case setMixRampDelay(Double)
     case volume(Volume)
     case replayGain(ReplayGainMode)
     /// nil: toggle.

@@ -70,6 +70,9 @@ extension Player {
         case .setRepeatMode(let m): setOptions { $0.repeatMode = m }
         case .setRandom(let on): setOptions { $0.setShuffle(on) }
         case .setConsume(let on): setOptions { $0.consume = on }
+        case .setCrossfade(let s): try setCrossfade { c throws(PlayerError) in c.seconds = try CrossfadeSettings.checkedSeconds(s) }
+        case .setMixRampDB(let db): try setCrossfade { c throws(PlayerError) in c.mixrampDB = try CrossfadeSettings.checkedDB(db) }
+        case .setMixRampDelay(let d): try setCrossfade { c throws(PlayerError) in c.mixrampDelay = try CrossfadeSettings.checkedDelay(d) }
         case .volume(let v): try setVolume(v)
         case .mute(let m):
             var level = currentLevel()

@@ -191,7 +191,7 @@ extension Player {
                 return
             }
             do {
-                let gapless = try engine.setNext(path: e.path)
+                let gapless = try engine.setNext(path: e.path, crossfadeFor: crossfadeRule())
                 pendingNext = (e.id, gapless)
                 return
             } catch where error.code == .notPlaying {

@@ -111,6 +111,8 @@ public final class Player: @unchecked Sendable {
     public var openingPercent: Int { streamOpening?.percent ?? 0 }
     /// Announcements playing and waiting (Player+Announce.swift). Control thread.
     var announcements = Announcements()
+    /// MPD's crossfade and MixRamp settings (Player+Crossfade.swift). Control thread.
+    public internal(set) var crossfade = CrossfadeSettings()
     /// Resumes the sessions parked on ``PlayerError/Code/workPending`` (the server's
     /// `resumeParked`). Set by the daemon. Control thread.
     public var resumeParked: () -> Void = {}
@@ -351,6 +353,7 @@ public final class Player: @unchecked Sendable {
             state.queue = queue
             state.volume = currentLevel().volume
             state.muted = s.level.muted
+            state.crossfade = crossfade
             do { try StateStore.save(state, to: statePath) } catch {
                 logger.error("cannot save state", metadata: ["state.path": "\(statePath)", "error": "\(error)"])
             }
@@ -362,7 +365,8 @@ public final class Player: @unchecked Sendable {
         let state = SavedState(file: s.track?.path, positionFrames: s.positionFrames, sampleRate: s.track?.sampleRate,
                                state: s.state.rawValue, loop: loop, direction: s.direction,
                                volume: currentLevel().volume, muted: s.level.muted, queue: queue,
-                               disabledOutputs: engine.outputs().filter { !$0.enabled }.map(\.name))
+                               disabledOutputs: engine.outputs().filter { !$0.enabled }.map(\.name),
+                               crossfade: crossfade)
         do {
             try StateStore.save(state, to: statePath)
         } catch {
@@ -383,6 +387,7 @@ public final class Player: @unchecked Sendable {
         }
         guard let st = saved else { return }
         queue = st.queue
+        crossfade = st.crossfade
         engine.setDirection(st.direction)
         for name in st.disabledOutputs {
             // An output no longer configured is forgotten.

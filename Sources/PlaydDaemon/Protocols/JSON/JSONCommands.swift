@@ -95,6 +95,31 @@ enum JSONCommands {
         },
         "next": { c in try c.player.perform(.next); return JSONEncoding.current(c.player) },
         "prev": { c in try c.player.perform(.previous); return JSONEncoding.current(c.player) },
+        // MPD's crossfade, mixrampdb and mixrampdelay in one command: any of the three
+        // members; none reads them. {"cmd":"crossfade","seconds":5}
+        "crossfade": { c in
+            // Every member checked before any is set: a bad one changes nothing.
+            var seconds: Int?, db: Double?, delay: Double?
+            if let v = c["seconds"] {
+                guard let n = v.integer(in: 0...Int64(Player.CrossfadeSettings.maxSeconds)) else {
+                    throw PlayerError(.invalidArgument, "\"seconds\" must be a whole number 0…\(Player.CrossfadeSettings.maxSeconds)")
+                }
+                seconds = Int(n)
+            }
+            if let v = c["mixramp_db"] {
+                guard let n = v.numberValue else { throw PlayerError(.badRequest, "\"mixramp_db\" must be a number") }
+                db = try Player.CrossfadeSettings.checkedDB(n)
+            }
+            if let v = c["mixramp_delay"] {
+                // null turns MixRamp off, as MPD's `mixrampdelay nan`.
+                guard v == .null || v.numberValue != nil else { throw PlayerError(.badRequest, "\"mixramp_delay\" must be a number or null") }
+                delay = try Player.CrossfadeSettings.checkedDelay(v.numberValue ?? .nan)
+            }
+            if let seconds { try c.player.perform(.setCrossfade(seconds: seconds)) }
+            if let db { try c.player.perform(.setMixRampDB(db)) }
+            if let delay { try c.player.perform(.setMixRampDelay(delay)) }
+            return JSONEncoding.crossfade(c.player.crossfade)
+        },
         "repeat": { c in
             guard let m = c["mode"]?.stringValue, let mode = PlayQueue.Repeat(rawValue: m) else {
                 throw PlayerError(.badRequest, "repeat needs \"mode\": off, on or one")

@@ -25,6 +25,7 @@ enum JSONEncoding {
             return ev("queue", [("length", .int(length)), ("current", current.map { JSON.int($0) } ?? .null)])
         case .options(let repeats, let single, let shuffle, let consume):
             return ev("options", options(repeats: repeats, single: single, shuffle: shuffle, consume: consume))
+        case .crossfade(let c): return ev("crossfade", crossfade(c))
         case .output(let o): return ev("output", outputMembers(o))
         case .skipped(let id, let path, let code, let message):
             return ev("skipped", [("entry", .int(id)), ("file", .string(path)), ("code", .string(code)), ("message", .string(message))])
@@ -65,6 +66,12 @@ enum JSONEncoding {
     static func options(repeats: Bool, single: PlayQueue.Single, shuffle: Bool, consume: Bool) -> [(String, JSON)] {
         [("repeat", .string(PlayQueue.Repeat(repeats: repeats, single: single).rawValue)), ("single", .string(single.rawValue)),
                 ("shuffle", .bool(shuffle)), ("consume", .bool(consume))]
+    }
+
+    /// `mixramp_delay` is null when MixRamp is off (MPD's status leaves the line out).
+    static func crossfade(_ c: Player.CrossfadeSettings) -> [(String, JSON)] {
+        [("seconds", .int(Int64(c.seconds))), ("mixramp_db", .number(c.mixrampDB)),
+         ("mixramp_delay", c.mixrampOn ? .number(c.mixrampDelay) : .null)]
     }
 
     static func options(_ q: PlayQueue) -> [(String, JSON)] {
@@ -178,6 +185,7 @@ enum JSONEncoding {
         m.append(("queue", .object([("length", .int(Int64(q.count))), ("current", q.current.map { JSON.int(Int64($0)) } ?? .null),
                                     ("current_id", q.currentEntry.map { JSON.int(Int64($0.id)) } ?? .null),
                                     ("next_id", player.pendingNext.map { JSON.int(Int64($0.id)) } ?? .null)] + options(q))))
+        m.append(("crossfade", .object(crossfade(player.crossfade))))
         if let a = player.announcing {
             m.append(("announcing", .obj(("source", .string(a.request.source)), ("mode", .string(a.request.pause ? "pause" : "duck")),
                                          ("duck_db", .number(a.request.duckDB)), ("gain_db", .number(a.request.gainDB)),

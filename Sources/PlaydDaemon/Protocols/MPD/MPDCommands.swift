@@ -88,13 +88,23 @@ enum MPDCommands {
             guard (-100...100).contains(v) else { throw Failure(.arg, "Number too large: \(a[0])") }
             try p.perform(.volume(.change(v))); return []
         },
-        // Crossfade is not built yet (docs/protocol.md): 0 is what it is, anything else
-        // is refused, and `status` has no `xfade` line, as MPD's with crossfade off.
-        Row("crossfade", .control, 1...1) { _, a in
+        // Crossfade and MixRamp (Player+Crossfade.swift). MPD parses `crossfade` as an
+        // unsigned (a minus sign wraps to "too large"); playd's cap is an hour.
+        Row("crossfade", .control, 1...1) { p, a in
             let v = try int(a[0])
-            guard v >= 0 else { throw Failure(.arg, "Number too large: \(a[0])") }
-            guard v == 0 else { throw Failure(.system, "crossfade is not supported by playd yet") }
-            return []
+            guard (0...Player.CrossfadeSettings.maxSeconds).contains(v) else { throw Failure(.arg, "Number too large: \(a[0])") }
+            try p.perform(.setCrossfade(seconds: v)); return []
+        },
+        Row("mixrampdb", .control, 1...1) { p, a in
+            let db = try float(a[0])
+            guard db.isFinite, (-200...200).contains(db) else { throw Failure(.arg, "Number too large: \(a[0])") }
+            try p.perform(.setMixRampDB(db)); return []
+        },
+        Row("mixrampdelay", .control, 1...1) { p, a in
+            // `nan` turns MixRamp off (MPD's documented way); so does anything ≤ 0.
+            let d = try float(a[0])
+            guard d.isNaN || d <= Double(Player.CrossfadeSettings.maxSeconds) else { throw Failure(.arg, "Number too large: \(a[0])") }
+            try p.perform(.setMixRampDelay(d)); return []
         },
         Row("replay_gain_mode", .control, 1...1) { p, a in
             guard let mode = ReplayGainMode(rawValue: a[0]) else { throw Failure(.arg, "Unrecognized replay gain mode") }
@@ -329,6 +339,12 @@ enum MPDCommands {
     static func int(_ s: String) throws -> Int {
         guard let v = Int(s) else { throw Failure(.arg, "Integer expected: \(s)") }
         return v
+    }
+
+    /// MPD's float argument (strtof over the whole argument: "nan" and "inf" parse).
+    static func float(_ s: String) throws -> Double {
+        guard s.utf8.count <= 64, let v = Float(s) else { throw Failure(.arg, "Float expected: \(s)") }
+        return Double(v)
     }
 
     static func bool(_ s: String) throws -> Bool {

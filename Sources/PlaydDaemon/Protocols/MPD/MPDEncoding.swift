@@ -6,6 +6,12 @@ import Glibc
 
 /// How MPD's replies show the player: `status`, songs, library listings.
 extension MPDCommands {
+    /// A float as MPD prints one (`{}`: the shortest form that reads back, no ".0").
+    static func shortest(_ v: Double) -> String {
+        let t = Float(v).description
+        return t.hasSuffix(".0") ? String(t.dropLast(2)) : t
+    }
+
     static func status(_ p: Player) -> [String] {
         let s = p.playerStatus()
         let queue = p.queue
@@ -13,10 +19,14 @@ extension MPDCommands {
             "volume: \(p.config.mixer == "none" ? -1 : p.currentLevel().volume)",
             "repeat: \(queue.repeats ? 1 : 0)", "random: \(queue.shuffle ? 1 : 0)",
             "single: \(queue.single == .oneshot ? "oneshot" : queue.single == .on ? "1" : "0")", "consume: \(queue.consume ? 1 : 0)",
-            "partition: default", "playlist: \(p.playlistVersion)", "playlistlength: \(queue.count)", "mixrampdb: 0",
+            "partition: default", "playlist: \(p.playlistVersion)", "playlistlength: \(queue.count)",
+            "mixrampdb: \(shortest(p.crossfade.mixrampDB))",
             // A stream being connected to plays, as in MPD (its `play` is answered at once).
             "state: \(s.state == .playing || p.openingStream != nil ? "play" : s.state == .paused ? "pause" : "stop")",
         ]
+        // MPD's order: xfade and mixrampdelay only when set.
+        if p.crossfade.seconds > 0 { lines.append("xfade: \(p.crossfade.seconds)") }
+        if p.crossfade.mixrampOn { lines.append("mixrampdelay: \(shortest(p.crossfade.mixrampDelay))") }
         if let i = queue.current {
             lines += ["song: \(i)", "songid: \(queue.entries[i].id)"]
         }
