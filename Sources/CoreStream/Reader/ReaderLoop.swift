@@ -558,18 +558,22 @@ final class ReaderLoop {
             let want = min(frames - j, o.frames - leadIn, chunk)
             readLeadIn(n.decoder, into: buffer, frames: want)
             let at = pending + j * channels
-            for k in 0..<want {
-                let a: Float, b: Float
-                switch o.curve {
-                case .equalPower:
-                    let theta = Double.pi / 2 * Double(leadIn + k) / Double(o.frames)
-                    a = Float(cos(theta))
-                    b = Float(sin(theta)) * scale
-                case .sum:
-                    a = 1
-                    b = scale
+            switch o.curve {
+            case .equalPower:
+                // cos and sin of π/2 · i/N, exact at each piece's first frame and then
+                // turned by a rotation (two calls to cos/sin per frame cost 0.2 % of a
+                // core at 44.1 kHz, more than the rest of the mix; in Double the
+                // rotation drifts under 1e-12 over a piece).
+                let step = Double.pi / 2 / Double(o.frames)
+                let (cd, sd) = (cos(step), sin(step))
+                var (ca, sa) = (cos(step * Double(leadIn)), sin(step * Double(leadIn)))
+                for k in 0..<want {
+                    let (a, b) = (Float(ca), Float(sa) * scale)
+                    for c in 0..<channels { at[k * channels + c] = at[k * channels + c] * a + buffer[k * channels + c] * b }
+                    (ca, sa) = (ca * cd - sa * sd, sa * cd + ca * sd)
                 }
-                for c in 0..<channels { at[k * channels + c] = at[k * channels + c] * a + buffer[k * channels + c] * b }
+            case .sum:
+                for k in 0..<(want * channels) { at[k] += buffer[k] * scale }
             }
             j += want
             leadIn += want
