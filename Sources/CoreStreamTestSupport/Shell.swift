@@ -57,3 +57,39 @@ public func freshTestDirectory(_ prefix: String, _ name: String) throws -> Strin
     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
     return dir
 }
+
+/// `body` over `items` on `width` threads at once, the results in the items' order; the
+/// first error is thrown once all have finished. For work that mostly waits on a child
+/// process (ffprobe over a corpus of 231 files took 60 s of the test run one at a time).
+public func concurrentMap<T: Sendable, R: Sendable>(_ items: [T], width: Int,
+                                                    _ body: @escaping @Sendable (T) throws -> R) throws -> [R] {
+    let state = ConcurrentMapState<R>(items.count)
+    let done = DispatchGroup()
+    for _ in 0..<max(1, min(width, items.count)) {
+        done.enter()
+        Thread.detachNewThread {
+            while true {
+                state.lock.lock()
+                let i = state.next
+                state.next += 1
+                state.lock.unlock()
+                guard i < items.count else { break }
+                let r = Result { try body(items[i]) }
+                state.lock.lock()
+                state.results[i] = r
+                state.lock.unlock()
+            }
+            done.leave()
+        }
+    }
+    done.wait()
+    return try state.results.map { try $0!.get() }
+}
+
+/// concurrentMap's shared work counter and results.
+private final class ConcurrentMapState<R>: @unchecked Sendable {
+    let lock = NSLock()
+    var next = 0                          // guarded by lock
+    var results: [Result<R, any Error>?]  // guarded by lock
+    init(_ n: Int) { results = Array(repeating: nil, count: n) }
+}

@@ -52,7 +52,9 @@ struct BadMediaQueueTests {
         // Under a sanitizer (the test command's ASan run) a smaller corpus, one pass and
         // no memory figures: ASan's quarantine holds freed memory on purpose.
         let sanitized = ProcessInfo.processInfo.environment["PLAYD_SANITIZER"] != nil
-        var cases = try BadMediaCorpus.make(in: corpusDir, fixtures: Fixtures.all, seeds: sanitized ? 3 : 12).map { e in
+        // The CLI judges the cut and zeroed ones, six at a time (each ffprobe mostly waits).
+        var cases = try concurrentMap(try BadMediaCorpus.make(in: corpusDir, fixtures: Fixtures.all, seeds: sanitized ? 3 : 12),
+                                      width: 6) { e in
             var judged: Int?
             if case .flipped = e.damage {} else { judged = try Self.cliFrames(e.path) }
             return Case(path: e.path, what: "\(e.fixture) \(e.damage)", expectedCode: nil, judged: judged)
