@@ -173,11 +173,15 @@ struct ALSATests {
     /// source again, ramping in from source frame q. Each ramp's start is measured from
     /// the gains in it (rec / source at each frame), to about a frame: nothing skipped
     /// or repeated means q = p + 240. (A constant tone, as before, hid up to 30 ms.)
-    /// When the pause falls inside what the plugin still holds, the resume takes the
-    /// queued ramp back and the recording is the whole source, once, in order.
-    @Test
-    func pauseThroughPulseRepeatsNothing() throws {
-        let dir = try pulseScratch("pulse-pause")
+    /// The plugin cannot rewind, so the ramp-out goes behind what it holds (750 ms);
+    /// when it holds a full buffer at the pause, the ramp is written once it has room.
+    /// Held for 200 ms, the pause usually ends before that: the resume follows what the
+    /// plugin still holds at full level, and the recording is the whole source, once,
+    /// in order. (Held for 600 ms and 1.5 s this passed 3 runs of 3 on a quiet machine,
+    /// and failed on one loaded by a benchmark, so those holds are not in the table.)
+    @Test(arguments: [200_000] as [UInt32])
+    func pauseThroughPulseRepeatsNothing(holdMicroseconds: UInt32) throws {
+        let dir = try pulseScratch("pulse-pause-\(holdMicroseconds)")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let chirp = dir + "/chirp.flac"
         func channel(_ phase: String) -> String { "if(gte(t,0.5),0.25*sin(2*PI*(200*(t-0.5)+300*(t-0.5)*(t-0.5))\(phase)),0)" }
@@ -207,9 +211,10 @@ struct ALSATests {
         #expect(waitUntil(seconds: 10) { e.status().positionFrames > 48_000 + 24_000 })
         e.pause()
         #expect(waitUntil(seconds: 10) { e.status().state == .paused })
-        // Shorter than what the plugin holds (750 ms): the sink never runs dry (its
-        // monitor loses ~120 ms after waking from idle, which would hide the ramp-in).
-        usleep(200_000)
+        // How long the pause is held (not a synchronisation): the keeper's silence keeps
+        // the sink running however long (its monitor loses ~120 ms after waking from
+        // idle, which would hide the ramp-in).
+        usleep(holdMicroseconds)
         e.resume()
         #expect(waitUntil(seconds: 10) { e.status().state == .stopped })
         e.shutdown()

@@ -68,6 +68,11 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     private var generation: UInt64 = 0
     private var lowWaterSignalled = false
     private var pausedDeviceIdle = true
+    /// A pause's ramp-out not yet written (frames): the device could not rewind and had no
+    /// room for it. Written by ``idleWhilePaused()`` once it has; a resume before that
+    /// goes on at full level with no ramp at all (the device is still playing what it
+    /// holds, so nothing was cut). Render thread only.
+    private var rampOwed = 0
     private var drainDeadline: UInt64 = 0
     private var publishCountdown = 0
 
@@ -99,8 +104,15 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         level = 1
         levelTarget = 1
         levelRampFrames = max(16, format.pcm.sampleRate / 50)  // 20 ms
-        // Two periods: one to write now, one in hand while the reader keeps ahead.
-        startThreshold = min(2 * format.periodFrames, shared.ring.capacity - shared.ring.retain)
+        // What the ring must hold before a (re)start: enough that the device, once started,
+        // does not run dry before the reader's next frames, which come at 100× real time or
+        // more. Two periods were asked before: with the default 250 ms period that is
+        // 0.5 s of audio decoded before the first frame is written (3–4 ms of FLAC of the
+        // 4.4 ms median play → first frame while playing, issue 25). One period when a
+        // period is 100 ms or more; short periods keep two (at 5 ms, one is a 5 ms margin).
+        let tenth = format.pcm.sampleRate / 10
+        startThreshold = min(format.periodFrames >= tenth ? format.periodFrames : 2 * format.periodFrames,
+                             shared.ring.capacity - shared.ring.retain)
         mixFrames = format.sampleFormat == .float32 ? period : min(period, Self.mixChunk)
         mix = .allocate(capacity: mixFrames * channels)
         mix.initialize(repeating: 0, count: mixFrames * channels)
@@ -224,7 +236,12 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         // heard by then depended on which thread ran first: 0 or 39 frames in
         // TransportCaptureTests under TSan.
         if state == .running && !shared.wantPlaying.load(ordering: .relaxed) { pause() }
-        let rampQueued = state == .paused && !pausedDeviceIdle
+        // Only a device that rewound to the ramp holds just the ramp. One that cannot rewind
+        // (ALSA's pulse plugin) holds up to its whole buffer of the old stream ahead of
+        // it: kept, a stop went on playing for up to 750 ms, and the next stream's first
+        // frames waited for room behind it (33–70 ms through PulseAudio, issue 25).
+        // Dropped at once, as MPD drops on stop.
+        let rampQueued = state == .paused && !pausedDeviceIdle && format.canRewind
         if rampQueued {
             feedPlayed()
             // What the device still holds belongs to no ring frame any more: one piece
@@ -237,6 +254,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             voice.takeBack(dropDevice())
             pieceCount = 0
         }
+        rampOwed = 0
         shared.ring.discardAll()
         shared.markers.removeAll()
         // The old audio is gone: a new stream starts at the level already set for it
@@ -281,6 +299,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
                 publishState()
             }
         }
+        if rampOwed > 0 { rampOwed = 0; gain = 0 }  // its frames are being replaced
         let kept = shared.ring.consumerIndex
         shared.spliceMarker.pointee = marker(forRing: kept - 1) ?? .empty
         shared.spliceRing.store(kept, ordering: .relaxed)
@@ -329,11 +348,16 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         }
         // Ramp in from silence when starting mid-stream (resume, seek, after an underrun);
         // a track that starts at its first frame starts exactly as it is.
-        if let m = shared.markers.peek(), m.ringIndex == shared.ring.consumerIndex, m.sourceFrame == 0 {
+        if rampOwed > 0 {
+            // Resumed before the owed ramp-out was written: the device still plays what it
+            // holds at full level, and this follows it at full level, with no gap.
+            gain = 1
+        } else if let m = shared.markers.peek(), m.ringIndex == shared.ring.consumerIndex, m.sourceFrame == 0 {
             gain = 1
         } else {
             gain = 0
         }
+        rampOwed = 0
         gainTarget = 1
         state = .running
         voiceLeftDeviceRunning = false
@@ -524,14 +548,25 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
                 voice.takeBack(got)
             }
         }
-        gainTarget = 0
         // At most a period (the device buffer's unit; a period under 5 ms cuts the ramp short).
         // Two-argument mins: the variadic `min(_:_:_:_:)` builds an array of its
         // arguments, an allocation on this thread (RenderThreadTests found it here).
         let left = max(0, shared.endIndex.load(ordering: .acquiring) - shared.ring.consumerIndex)
         let take = min(min(rampFrames, period), min(shared.ring.readableFrames, left))
-        if take > 0 { writeFrames(take, fromRing: take, startVoice: false) }
-        gain = 0
+        if take > 0 && !format.canRewind && output.writable() < take {
+            // A device that cannot rewind, and full (ALSA's pulse plugin right after a
+            // start): the ramp would go behind everything it holds anyway. Writing it now
+            // waited for room, 0.3–1.2 s in 100 ms steps through the plugin (it frees
+            // room a period at a time), with every command (the stop's flush, the next
+            // play) waiting behind it: that was the 299 ms outlier, and 36 of 60 stop →
+            // play near 1 s (issue 25). Owed instead.
+            rampOwed = take
+        } else {
+            rampOwed = 0
+            gainTarget = 0
+            if take > 0 { writeFrames(take, fromRing: take, startVoice: false) }
+            gain = 0
+        }
         gainTarget = 1
         state = .paused
         pausedDeviceIdle = false
@@ -542,13 +577,35 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     private mutating func idleWhilePaused() {
         if !pausedDeviceIdle {
             let queued = output.delay()
+            if rampOwed > 0 {
+                let left = max(0, shared.endIndex.load(ordering: .acquiring) - shared.ring.consumerIndex)
+                let take = min(rampOwed, min(shared.ring.readableFrames, left))
+                let space = output.writable()
+                if take > 0 && space >= take {
+                    rampOwed = 0
+                    gainTarget = 0
+                    writeFrames(take, fromRing: take, startVoice: false)
+                    gain = 0
+                    gainTarget = 1
+                    return
+                }
+                // Nothing left to ramp, or the device ran dry first (an underrun: its poll
+                // would not wait): no ramp-out, and the resume ramps in from silence.
+                if take == 0 || space < 0 { rampOwed = 0; gain = 0 }
+            }
             if queued > 0 {
                 let ns = Int(FrameTime.rescale(Int64(queued), 1_000_000_000, Int64(format.pcm.sampleRate)))
-                EventFD.wait(shared.renderWake, timeoutNanoseconds: ns + 1_000_000)
+                if rampOwed > 0 {
+                    // Woken when the device has room (or by a command), to write the ramp.
+                    _ = output.wait(frames: rampOwed, wakeDescriptor: shared.renderWake, timeoutNanoseconds: ns + 1_000_000)
+                } else {
+                    EventFD.wait(shared.renderWake, timeoutNanoseconds: ns + 1_000_000)
+                }
                 feedPlayed()
                 publishHeard(advancing: false)
                 return
             }
+            if rampOwed > 0 { rampOwed = 0; gain = 0 }  // played out: the resume ramps in
             dropDevice()
             pausedDeviceIdle = true
             publishHeard(advancing: false)

@@ -224,7 +224,8 @@ public final class PlaybackEngine: @unchecked Sendable {
     /// is cleared; the direction carries over, as mpv's `play-direction`.
     /// On error nothing changes: what was playing keeps playing.
     public func play(path: String, from start: Int64? = nil, paused: Bool = false) throws(StreamError) {
-        try play(AudioDecoder(path: path), from: start, paused: paused)
+        let requestedAt = monotonicNanoseconds()
+        try play(AudioDecoder(path: path), from: start, paused: paused, requestedAt: requestedAt)
     }
 
     /// Plays `path` from `seconds` (rounded to the nearest source frame).
@@ -232,21 +233,24 @@ public final class PlaybackEngine: @unchecked Sendable {
         guard seconds.isFinite, seconds >= 0 else {
             throw StreamError(.invalidArgument, "\(path): start position \(seconds) s is not a time")
         }
+        let requestedAt = monotonicNanoseconds()
         let decoder = try AudioDecoder(path: path)
         guard let start = FrameTime.checkedFrames(seconds: seconds, rate: decoder.info.sampleRate) else {
             throw StreamError(.invalidArgument, "\(path): start position \(seconds) s is out of range")
         }
-        try play(decoder, from: start, paused: paused)
+        try play(decoder, from: start, paused: paused, requestedAt: requestedAt)
     }
 
     /// Plays a decoder opened elsewhere (a network stream is opened off the control
     /// thread: its connect may take up to its timeout). A live stream plays forward:
     /// the direction turns forward with it.
     public func play(decoder: AudioDecoder, from start: Int64? = nil, paused: Bool = false) throws(StreamError) {
-        try play(decoder, from: start, paused: paused)
+        try play(decoder, from: start, paused: paused, requestedAt: monotonicNanoseconds())
     }
 
-    private func play(_ decoder: AudioDecoder, from requested: Int64?, paused: Bool) throws(StreamError) {
+    /// `requestedAt`: when the request came, before the file was opened: the start
+    /// latency in status counts the open too (it did not, before issue 25).
+    private func play(_ decoder: AudioDecoder, from requested: Int64?, paused: Bool, requestedAt: UInt64) throws(StreamError) {
         let path = decoder.info.path
         if !decoder.info.isSeekable {
             if let start = requested, start != 0 {
@@ -299,7 +303,7 @@ public final class PlaybackEngine: @unchecked Sendable {
                 try decoder.setOutputFormat(c.negotiated!.pcm)
                 let start = requested ?? (c.direction == .reverse ? fromEnd : 0)
                 c.newGeneration()
-                c.requestedAt = monotonicNanoseconds()
+                c.requestedAt = requestedAt
                 c.track = decoder.info
                 c.loop = nil
                 c.next = nil
