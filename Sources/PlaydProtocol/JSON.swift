@@ -74,15 +74,13 @@ public enum JSON: Equatable, Sendable {
         return String(decoding: out, as: UTF8.self)
     }
 
-    public func write(to out: inout String) { out += text }
-
     private func write(into out: inout [UInt8]) {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
         case .number(let n):
             if n.isFinite && n == n.rounded() && abs(n) < 9.007_199_254_740_992e15 {
-                JSON.writeInteger(Int64(n), into: &out)
+                out.append(contentsOf: String(Int64(n)).utf8)  // up to 15 characters: no allocation
             } else if n.isFinite {
                 out.append(contentsOf: "\(n)".utf8)
             } else {
@@ -105,24 +103,6 @@ public enum JSON: Equatable, Sendable {
                 v.write(into: &out)
             }
             out.append(UInt8(ascii: "}"))
-        }
-    }
-
-    /// Decimal digits of `v` (|v| < 2^53 here, so the negation cannot overflow).
-    private static func writeInteger(_ v: Int64, into out: inout [UInt8]) {
-        if v < 0 { out.append(UInt8(ascii: "-")) }
-        var m = v.magnitude
-        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
-                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
-            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        var n = 0
-        withUnsafeMutableBytes(of: &digits) { d in
-            repeat {
-                d[n] = UInt8(ascii: "0") + UInt8(m % 10)
-                m /= 10
-                n += 1
-            } while m > 0
-            while n > 0 { n -= 1; out.append(d[n]) }
         }
     }
 

@@ -24,6 +24,28 @@ struct JSONTests {
         #expect(throws: JSON.ParseError.self) { try JSON.parse(text) }
     }
 
+    /// The writer against an independent parser, Python's json module: every control
+    /// character, quotes and backslashes, a combining mark right after an escaped quote,
+    /// CR LF and non-ASCII come back as the same code points, integers as the same values.
+    @Test func pythonReadsWhatIsWritten() throws {
+        let control = String(String.UnicodeScalarView((1..<0x20).compactMap(Unicode.Scalar.init)))
+        let strings = [control, "\"\u{301}x", "a\\\"b\r\nc\\", "café 🎵 /a b/ü.flac", ""]
+        let numbers: [Int64] = [-12, 0, 7, 123_456_789_012_345, 9_007_199_254_740_000, -9_007_199_254_740_000]
+        let doc = JSON.object([("s", .array(strings.map(JSON.string))), ("n", .array(numbers.map(JSON.int)))])
+        let dir = try freshTestDirectory("playd-json", "python")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try doc.text.write(toFile: dir + "/doc.json", atomically: true, encoding: .utf8)
+        let r = try Shell.run(["python3", "-c", """
+            import json, sys
+            d = json.load(open(sys.argv[1], encoding="utf-8"))
+            print(json.dumps([[[ord(c) for c in s] for s in d["s"]], d["n"]]))
+            """, dir + "/doc.json"])
+        #expect(r.status == 0, "\(r.stderr)")
+        let codePoints = strings.map { "[" + $0.unicodeScalars.map { String($0.value) }.joined(separator: ", ") + "]" }
+        let want = "[[" + codePoints.joined(separator: ", ") + "], [" + numbers.map(String.init).joined(separator: ", ") + "]]"
+        #expect(String(decoding: r.stdout, as: UTF8.self).trimmingCharacters(in: .newlines) == want)
+    }
+
     @Test func numbersKeepIntegersExact() throws {
         #expect(JSON.int(Int64(9_007_199_254_740_000)).text == "9007199254740000")
         #expect(try JSON.parse("123456789012").numberValue == 123_456_789_012)

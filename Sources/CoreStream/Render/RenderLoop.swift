@@ -503,6 +503,9 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     /// One period of the announcement alone (no music is playing): silence with the
     /// clip mixed in, when the device has room.
     private mutating func renderVoicePeriod() {
+        // A clip over a pause (announce in pause mode): the music's owed ramp-out goes
+        // first, or the music would end cut where the device's queue ends, before the clip.
+        if state == .paused && rampOwed > 0 && writeOwedRamp() { return }
         guard roomForAPeriod() else { return }
         writeFrames(period, fromRing: 0)
         // A device stopped by a pause or a drain starts only when its buffer fills; a
@@ -573,26 +576,30 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         publishState()
     }
 
+    /// Writes the pause's owed ramp-out if the device has room for it now; true if it did.
+    private mutating func writeOwedRamp() -> Bool {
+        let left = max(0, shared.endIndex.load(ordering: .acquiring) - shared.ring.consumerIndex)
+        let take = min(rampOwed, min(shared.ring.readableFrames, left))
+        let space = output.writable()
+        if take > 0 && space >= take {
+            rampOwed = 0
+            gainTarget = 0
+            writeFrames(take, fromRing: take, startVoice: false)
+            gain = 0
+            gainTarget = 1
+            return true
+        }
+        // Nothing left to ramp, or the device ran dry first (an underrun: its poll would
+        // not wait): no ramp-out, and the resume ramps in from silence.
+        if take == 0 || space < 0 { rampOwed = 0; gain = 0 }
+        return false
+    }
+
     /// While paused: let the device play out its queue (the ramp), then stop it.
     private mutating func idleWhilePaused() {
         if !pausedDeviceIdle {
             let queued = output.delay()
-            if rampOwed > 0 {
-                let left = max(0, shared.endIndex.load(ordering: .acquiring) - shared.ring.consumerIndex)
-                let take = min(rampOwed, min(shared.ring.readableFrames, left))
-                let space = output.writable()
-                if take > 0 && space >= take {
-                    rampOwed = 0
-                    gainTarget = 0
-                    writeFrames(take, fromRing: take, startVoice: false)
-                    gain = 0
-                    gainTarget = 1
-                    return
-                }
-                // Nothing left to ramp, or the device ran dry first (an underrun: its poll
-                // would not wait): no ramp-out, and the resume ramps in from silence.
-                if take == 0 || space < 0 { rampOwed = 0; gain = 0 }
-            }
+            if rampOwed > 0 && writeOwedRamp() { return }
             if queued > 0 {
                 let ns = Int(FrameTime.rescale(Int64(queued), 1_000_000_000, Int64(format.pcm.sampleRate)))
                 if rampOwed > 0 {
