@@ -100,7 +100,12 @@ struct LoadTests {
         var nonReaderCutAt: Double?
         var fds: [pollfd] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
-        while Self.now() < end {
+        // The load runs `seconds`; past that, until the client that never reads has been
+        // cut off (for 60 s at most): how soon its replies fill the server's buffer
+        // depends on how fast the daemon answers, and on a loaded machine (status median
+        // 1 s, 2026-11-26) 20 s was not enough.
+        let cutDeadline = end + 60_000_000_000
+        while Self.now() < end || (nonReaderCutAt == nil && Self.now() < cutDeadline) {
             let t = Self.now()
             if t >= nextSample { rssSamples.append(rssAnonKB(pid) ?? 0); nextSample += 10_000_000_000 }
             for c in clients where c.fd >= 0 && t >= c.nextAction {
