@@ -114,6 +114,12 @@ static inline int cffmpeg_open_fd_input(int fd, const char *url, const char *all
     ctx->format_whitelist = av_strdup(allowed);
     AVDictionary *opts = NULL;
     av_dict_set(&opts, "protocol_whitelist", "none", 0);
+    /* A 16-bit PCM WAV (w64 too) asks avformat_find_stream_info to probe its first
+       32 packets for another codec (MP3 or AC-3 mislabelled as PCM): every demuxer's
+       probe over buffers growing to 128 KB, 12-15 ms of a 15 ms open, and playd opens
+       a file twice per play (the second open restarts the decode from frame 0). One
+       packet (4 KB, ten MP3 frames) still finds such a codec. */
+    av_dict_set(&opts, "max_probe_packets", "1", 0);
     ret = avformat_open_input(&ctx, url, fmt, &opts);
     av_dict_free(&opts);
     if (ret < 0) {
