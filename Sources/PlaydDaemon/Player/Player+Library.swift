@@ -21,6 +21,7 @@ extension Player {
     func update(_ path: String?) throws -> Int {
         guard let library else { throw PlayerError(.noLibrary, "no music library: set library.music_roots in the config") }
         let job = try library.update(path)
+        libraryJob = job
         emit(.updateStarted(job: job))
         return job
     }
@@ -43,6 +44,7 @@ extension Player {
     /// The scanner thread's end report, on the control thread.
     func libraryScanEnded(_ r: MusicLibrary.ScanReport) {
         librarySongs = library?.counts().songs ?? 0
+        if r.job == libraryJob { libraryJob = 0 }  // not when a newer scan has started since
         for u in r.unreadable { logger.warning("library: cannot read", metadata: ["path": "\(u)"]) }
         logger.info("library updated", metadata: ["job": "\(r.job)", "scanned": "\(r.scanned)", "added": "\(r.added)",
                                                   "updated": "\(r.updated)", "removed": "\(r.removed)",

@@ -67,6 +67,13 @@ public final class Player: @unchecked Sendable {
     public internal(set) var library: MusicLibrary?
     /// Songs in the library index (refreshed after each scan). Control thread.
     public internal(set) var librarySongs = 0
+    /// The running scan's job as the control thread knows it: set when it starts one, 0
+    /// when that job's end report has been taken in (``libraryScanEnded(_:)``). The
+    /// scanner thread clears the library's own flag before its report arrives here, and
+    /// a status in between said "not updating" with the song count of before (a test
+    /// saw 0 songs after a start-up scan of 7). `updating`, `updating_db` and the count
+    /// change together from this. Control thread.
+    public internal(set) var libraryJob = 0
     /// When the last library progress event went out. Control thread.
     var lastLibraryEvent: UInt64 = 0
     /// Time spent playing before the current stretch, and when the current one began
@@ -165,7 +172,7 @@ public final class Player: @unchecked Sendable {
             // to the roots on the descriptor itself, not only when it is queued.
             if !config.allowOutsideRoots, let roots = library?.roots { LocalFile.roots = roots }
             logger.info("library", metadata: ["roots": "\(library!.roots)", "database": "\(dbPath)", "songs": "\(librarySongs)"])
-            if config.updateOnStart { _ = try? library?.update() }
+            if config.updateOnStart, let job = try? library?.update() { libraryJob = job }
         }
     }
 

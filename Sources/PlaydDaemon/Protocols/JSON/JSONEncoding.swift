@@ -194,8 +194,8 @@ enum JSONEncoding {
             m.append(("announcing", .null))
         }
         if let library = player.library {
-            var l: [(String, JSON)] = [("songs", .int(player.librarySongs)), ("updating", .bool(library.isScanning))]
-            if let p = library.progress {
+            var l: [(String, JSON)] = [("songs", .int(player.librarySongs)), ("updating", .bool(player.libraryJob != 0))]
+            if player.libraryJob != 0, let p = library.progress {
                 l += [("job", .int(p.job)), ("scanned", .int(p.scanned)), ("rate", .number((p.rate * 10).rounded() / 10))]
             }
             m.append(("library", .object(l)))

@@ -45,7 +45,7 @@ extension MPDCommands {
                 lines.append("audio: \(o.pcm.sampleRate):\(bits):\(o.pcm.channels)")
             }
         }
-        if let job = p.library?.scanningJobID, job != 0 { lines.append("updating_db: \(job)") }
+        if p.libraryJob != 0 { lines.append("updating_db: \(p.libraryJob)") }
         // MPD's `error:` line, which mpc prints as "ERROR: …": the output is gone.
         if let loss = p.outputLoss { lines.append("error: \(String(loss.error.message.map { $0 == "\n" ? " " : $0 }))") }
         return lines
