@@ -1010,8 +1010,12 @@ public final class AudioDecoder {
             throw StreamError(.corrupt, "\(info.path): the container declares a duration out of range (\(streamDuration) in \(timeBase.num)/\(timeBase.den))")
         }
 
-        // Decode the tail once.
-        let tail = Int64(rate) * 2 + basePreroll
+        // Decode the tail once: from half a second (and the codec's preroll) before the
+        // declared end. It was 2 s until 2026-11-26, which made this decode most of an
+        // open and so of play → first frame (2 s of FLAC is 2.3 ms of CPU, of Opus 7.5
+        // ms); the seek lands before the last packet either way, and a file cut short
+        // still ends before the declared end by more than the tolerance below.
+        let tail = Int64(rate) / 2 + basePreroll
         let probeFrom = max(0, clamp - tail)
         var ts0 = try timestampForIndex(probeFrom)
         if probeFrom == 0 { ts0 = min(originPTS, startTS) }
@@ -1028,6 +1032,13 @@ public final class AudioDecoder {
             lastFrameEnd = max(lastFrameEnd, pendingIndex + Int64(pendingCount))
         }
         let packetTolerance = max(Int64(timeBase.den) / Int64(max(timeBase.num, 1)) / 10, 1)  // 0.1 s in stream units
+        if lastPacketEnd == nil && probeFrom > 0 {
+            // Not one packet from there on: the data ends before the tail begins (an MP4
+            // whose sample table points past the end of the file). Before the tail was
+            // cut to half a second this went unnoticed for a cut longer than the tail.
+            let want = FrameTime.seconds(clamp, rate: rate)
+            throw StreamError(.truncated, "\(info.path): truncated: the container declares \(formatSeconds(want)) s of audio but the data ends before \(formatSeconds(FrameTime.seconds(probeFrom, rate: rate))) s")
+        }
         if let end = lastPacketEnd, end < declaredEndTS - packetTolerance {
             let have = FrameTime.seconds(max(0, indexForTimestamp(end) ?? 0), rate: rate)
             let want = FrameTime.seconds(clamp, rate: rate)
