@@ -181,31 +181,9 @@ struct ALSATests {
     /// and failed on one loaded by a benchmark, so those holds are not in the table.)
     @Test(arguments: [200_000] as [UInt32])
     func pauseThroughPulseRepeatsNothing(holdMicroseconds: UInt32) throws {
-        let dir = try pulseScratch("pulse-pause-\(holdMicroseconds)")
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let chirp = dir + "/chirp.flac"
-        func channel(_ phase: String) -> String { "if(gte(t,0.5),0.25*sin(2*PI*(200*(t-0.5)+300*(t-0.5)*(t-0.5))\(phase)),0)" }
-        // 6 s of chirp: the pause at 1.5 s must leave more than PulseAudio may have
-        // taken in already (with 3 s, one run in a few had the whole rest in the
-        // server's buffer and nothing to ramp).
-        try Shell.ffmpeg(["-f", "lavfi", "-i", "aevalsrc='\(channel(""))|\(channel("+1"))':s=48000:d=6.5", "-c:a", "flac", chirp])
-        let source = try Reference.decode(chirp)
-        // Digital silence from pacat keeps the sink running through the pause: the
-        // monitor loses the first ~120 ms after its sink wakes from idle, which would
-        // hide the ramp-in.
-        let keeper = Process()
-        keeper.executableURL = URL(fileURLWithPath: "/usr/bin/pacat")
-        keeper.arguments = ["--raw", "--format=s16le", "--rate=48000", "--channels=2", "/dev/zero"]
-        keeper.standardOutput = FileHandle.nullDevice
-        keeper.standardError = FileHandle.nullDevice
-        try keeper.run()
-        defer { kill(keeper.processIdentifier, SIGKILL); keeper.waitUntilExit() }
-        let recorder = try PulseRecorder(path: dir + "/capture.raw")
-        defer { recorder.stop() }
-        // parec's stream is up once it writes (the keeper's silence flows through the
-        // monitor): 100 ms of it on disk. A fixed 300 ms wait was sometimes too short
-        // on a loaded machine, and the recording began 160 ms into the chirp.
-        #expect(waitUntil(seconds: 10) { recorder.bytesWritten >= 48_000 * 4 / 10 }, "parec recorded nothing")
+        let session = try ChirpRecording(dir: try pulseScratch("pulse-pause-\(holdMicroseconds)"))
+        defer { session.close() }
+        let chirp = session.chirp
         let e = engine("alsa:pulse")
         try e.play(path: chirp)
         #expect(waitUntil(seconds: 10) { e.status().positionFrames > 48_000 + 24_000 })
@@ -218,17 +196,8 @@ struct ALSATests {
         e.resume()
         #expect(waitUntil(seconds: 10) { e.status().state == .stopped })
         e.shutdown()
-        let rec = try recorder.finish()
-        let frames = source.count / 2, ramp = 240
-        // s16 recording of a float source: a frame matches within 2 LSB on both channels.
-        func matches(_ r: Int, _ s: Int) -> Bool {
-            r >= 0 && s >= 0 && s < frames && (r + 1) * 2 <= rec.count
-                && abs(rec[2 * r] - source[2 * s]) < 2.0 / 32768 && abs(rec[2 * r + 1] - source[2 * s + 1]) < 2.0 / 32768
-        }
-        /// The offset o with rec[k + o] == source[k] for 2,400 frames from source frame `from`.
-        func align(from: Int, near: Int, radius: Int) -> Int? {
-            (near - radius...near + radius).first { o in (from..<(from + 2400)).allSatisfy { matches($0 + o, $0) } }
-        }
+        let m = try session.finish()
+        let rec = m.rec, source = m.source, frames = m.frames, ramp = 240
         /// Where a linear ramp over `range` of source frames (at offset o) started, from
         /// each loud frame's gain: k − 240·g rising, k − 240·(1 − g) falling.
         func rampStart(_ range: Range<Int>, _ o: Int, rising: Bool) -> Double? {
@@ -240,25 +209,18 @@ struct ALSATests {
             }
             return starts.isEmpty ? nil : starts.sorted()[starts.count / 2]
         }
-        let sourceOnset = try #require((0..<frames).first { abs(source[2 * $0]) > 0.02 })
-        let r1 = try #require((0..<(rec.count / 2)).first { abs(rec[2 * $0]) > 0.02 }, "nothing was recorded")
-        // Aligned 250 ms into the chirp: the monitor may have missed the first frames
-        // after the sink woke (up to ~120 ms), so the first loud recorded frame only
-        // says roughly where.
-        let settled = sourceOnset + 12_000
-        let o1 = try #require(align(from: settled, near: r1 - sourceOnset, radius: 12_000),
-                              "the recording is not the source 250 ms into it")
-        if let firstOff = (settled..<frames).first(where: { !matches($0 + o1, $0) }) {
+        let (settled, o1) = try m.firstRun()
+        if let firstOff = (settled..<frames).first(where: { !m.matches($0 + o1, $0) }) {
             let p = try #require(rampStart((firstOff - 20)..<(firstOff + ramp + 20), o1, rising: false), "no ramp-out")
             // After the ramp-out: the recording is the source again, at the same offset
             // or a later one.
             let gapEnd = try #require(((firstOff + o1 + ramp)..<(rec.count / 2)).first { abs(rec[2 * $0]) > 0.02 }, "nothing after the pause")
-            let o2 = try #require(align(from: firstOff + 3 * ramp, near: gapEnd - firstOff - ramp, radius: 4 * ramp),
+            let o2 = try #require(m.align(from: firstOff + 3 * ramp, near: gapEnd - firstOff - ramp, radius: 4 * ramp),
                                   "after the pause the recording is not the source near frame \(firstOff + ramp)")
             let q = try #require(rampStart((firstOff + ramp - 20)..<(firstOff + 2 * ramp + 20), o2, rising: true), "no ramp-in")
             #expect(abs(q - p - Double(ramp)) <= 1.5,
                     "ramp-out from source frame \(p), ramp-in from \(q): \(q - p - Double(ramp)) frames skipped (negative: repeated)")
-            let rest = ((firstOff + 3 * ramp)..<frames).first { !matches($0 + o2, $0) }
+            let rest = ((firstOff + 3 * ramp)..<frames).first { !m.matches($0 + o2, $0) }
             #expect(rest == nil, "after the ramp-in the recording leaves the source at frame \(rest ?? -1)")
         } else {
             // The pause fell inside what the plugin still held, and the resume took the
@@ -269,10 +231,133 @@ struct ALSATests {
         }
     }
 
+    /// A seek through the pulse plugin: what PulseAudio recorded is the source up to the
+    /// frame heard when the seek was asked (the old stream's queue, up to 750 ms in the
+    /// server, is dropped: the plugin's prepare disconnects its stream), then silence,
+    /// then the source from the target to its end, with nothing repeated or skipped.
+    @Test func seekThroughPulseDropsTheOldQueue() throws {
+        let session = try ChirpRecording(dir: try pulseScratch("pulse-seek"))
+        defer { session.close() }
+        let chirp = session.chirp
+        let e = engine("alsa:pulse")
+        try e.play(path: chirp)
+        #expect(waitUntil(seconds: 10) { e.status().positionFrames > 48_000 + 48_000 })
+        let heard = Int(e.status().positionFrames)
+        let target = 4 * 48_000
+        try e.seek(to: Int64(target))
+        #expect(waitUntil(seconds: 10) { e.status().state == .stopped })
+        e.shutdown()
+        let m = try session.finish()
+        let rec = m.rec, frames = m.frames, ramp = 240
+        let (settled, o1) = try m.firstRun()
+        // Where it leaves the first run for good (a millisecond of no match: one frame
+        // off by more than 2 LSB is not a cut).
+        let cut = try #require((settled..<frames).first { k in !(k..<(k + 48)).contains { m.matches($0 + o1, $0) } },
+                               "the recording never leaves the first run")
+        // Left where it was heard, not up to 750 ms later: the old queue was dropped.
+        // (The seek came right after `heard` was read; 250 ms leaves room for a loaded
+        // machine and is a third of what the plugin holds.)
+        // (The position is the plugin's delay read back: a few ms either way.)
+        #expect(cut + 4_800 >= heard && cut <= heard + 12_000, "the old stream played on to source frame \(cut), heard \(heard) at the seek")
+        // Then the target, after a ramp-in from silence, to the end.
+        let o2 = try #require(m.align(from: target + 3 * ramp, near: cut + o1 - target + 5_500, radius: 6_500),
+                              "within 250 ms after the cut the recording is not the source from frame \(target)")
+        // (The server may start the new stream right where the old one was cut: then
+        // there is no gap to look at.)
+        let quietUntil = max(target + o2, cut + o1 + 1)
+        let stray = ((cut + o1 + 1)..<quietUntil).first { abs(rec[2 * $0]) > 0.02 }
+        #expect(stray == nil, "sound between the cut and the target's ramp-in, at recorded frame \(stray ?? -1)")
+        let rest = ((target + 3 * ramp)..<frames).first { !m.matches($0 + o2, $0) }
+        #expect(rest == nil, "after the ramp-in the recording leaves the source at frame \(rest ?? -1)")
+    }
+
     func waitUntil(seconds: Double, _ condition: () -> Bool) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline { if condition() { return true }; usleep(5_000) }
         return condition()
+    }
+}
+
+/// A 6.5 s stereo chirp at 48 kHz (half a second of silence, then a sweep, so no
+/// stretch of it looks like another), played into PulseAudio's null sink while parec
+/// records its monitor, for the tests that check what the pulse plugin played.
+final class ChirpRecording {
+    let dir: String
+    let chirp: String
+    let source: [Float]
+    private let keeper = Process()
+    private let recorder: PulseRecorder
+
+    init(dir: String) throws {
+        self.dir = dir
+        chirp = dir + "/chirp.flac"
+        func channel(_ phase: String) -> String { "if(gte(t,0.5),0.25*sin(2*PI*(200*(t-0.5)+300*(t-0.5)*(t-0.5))\(phase)),0)" }
+        // 6 s of chirp: a pause at 1.5 s must leave more than PulseAudio may have taken
+        // in already (with 3 s, one run in a few had the whole rest in the server's
+        // buffer and nothing to ramp).
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "aevalsrc='\(channel(""))|\(channel("+1"))':s=48000:d=6.5", "-c:a", "flac", chirp])
+        source = try Reference.decode(chirp)
+        // Digital silence from pacat keeps the sink running through a pause or a seek:
+        // the monitor loses the first ~120 ms after its sink wakes from idle, which
+        // would hide a ramp-in.
+        keeper.executableURL = URL(fileURLWithPath: "/usr/bin/pacat")
+        keeper.arguments = ["--raw", "--format=s16le", "--rate=48000", "--channels=2", "/dev/zero"]
+        keeper.standardOutput = FileHandle.nullDevice
+        keeper.standardError = FileHandle.nullDevice
+        try keeper.run()
+        do {
+            recorder = try PulseRecorder(path: dir + "/capture.raw")
+        } catch {
+            kill(keeper.processIdentifier, SIGKILL)
+            keeper.waitUntilExit()
+            throw error
+        }
+        // parec's stream is up once it writes (the keeper's silence flows through the
+        // monitor): 100 ms of it on disk. A fixed 300 ms wait was sometimes too short
+        // on a loaded machine, and the recording began 160 ms into the chirp.
+        #expect(PulseRecorder.wait(10) { recorder.bytesWritten >= 48_000 * 4 / 10 }, "parec recorded nothing")
+    }
+
+    /// Stops recording and reads what was recorded.
+    func finish() throws -> RecordingMatch {
+        RecordingMatch(rec: try recorder.finish(), source: source)
+    }
+
+    func close() {
+        recorder.stop()
+        if keeper.isRunning { kill(keeper.processIdentifier, SIGKILL) }
+        keeper.waitUntilExit()
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+}
+
+/// A 48 kHz s16 stereo recording against its float source.
+struct RecordingMatch {
+    let rec: [Float]
+    let source: [Float]
+    var frames: Int { source.count / 2 }
+
+    /// Recorded frame `r` is source frame `s`, within 2 LSB on both channels.
+    func matches(_ r: Int, _ s: Int) -> Bool {
+        r >= 0 && s >= 0 && s < frames && (r + 1) * 2 <= rec.count
+            && abs(rec[2 * r] - source[2 * s]) < 2.0 / 32768 && abs(rec[2 * r + 1] - source[2 * s + 1]) < 2.0 / 32768
+    }
+
+    /// The offset o with rec[k + o] == source[k] for 2,400 frames from source frame `from`.
+    func align(from: Int, near: Int, radius: Int) -> Int? {
+        (near - radius...near + radius).first { o in (from..<(from + 2400)).allSatisfy { matches($0 + o, $0) } }
+    }
+
+    /// The source frame 250 ms into the chirp and the recording's offset there. Aligned
+    /// that far in: the monitor may have missed the first frames after the sink woke (up
+    /// to ~120 ms), so the first loud recorded frame only says roughly where.
+    func firstRun() throws -> (settled: Int, offset: Int) {
+        let sourceOnset = try #require((0..<frames).first { abs(source[2 * $0]) > 0.02 })
+        let r1 = try #require((0..<(rec.count / 2)).first { abs(rec[2 * $0]) > 0.02 }, "nothing was recorded")
+        let settled = sourceOnset + 12_000
+        let o1 = try #require(align(from: settled, near: r1 - sourceOnset, radius: 12_000),
+                              "the recording is not the source 250 ms into it")
+        return (settled, o1)
     }
 }
 

@@ -164,4 +164,40 @@ struct TransportCaptureTests {
         let tag = try #require(header.firstRange(of: Data("data".utf8)), "no data chunk yet")
         return (bytes.count - (tag.upperBound + 4)) / 8
     }
+
+    /// A start's time in parts (status: the decode, the device's reset; issue 25), once
+    /// its first frame is written.
+    func startParts(_ h: EngineHarness) -> (total: UInt64, decode: UInt64, reset: UInt64)? {
+        var parts: (UInt64, UInt64, UInt64)?
+        h.wait(seconds: 10) {
+            let s = h.engine.status()
+            guard let t = s.lastStartLatencyNanoseconds, let d = s.lastStartDecodeNanoseconds,
+                  let r = s.lastStartDeviceResetNanoseconds else { return false }
+            parts = (t, d, r)
+            return true
+        }
+        return parts
+    }
+
+    /// A seek while playing drops what the device holds and prepares it (a new
+    /// PulseAudio stream through ALSA's pulse plugin); a play after a stop finds it
+    /// dropped already and does not reset it a second time. The decode is part of the
+    /// whole, before the first frame is written.
+    @Test func aPlayAfterAStopDoesNotResetTheDeviceAgain() throws {
+        let h = EngineHarness(paced: true)
+        try h.engine.play(path: fixture.path)
+        let first = try #require(startParts(h))
+        #expect(first.decode <= first.total)
+        try h.engine.seek(to: Int64(fixture.sampleRate))
+        let seek = try #require(startParts(h))
+        #expect(seek.reset > 0, "a seek while playing drops what the device holds")
+        #expect(seek.decode <= seek.total)
+        h.engine.stop()
+        #expect(h.wait(seconds: 2) { h.engine.status().state == .stopped })
+        try h.engine.play(path: fixture.path)
+        let again = try #require(startParts(h))
+        #expect(again.reset == 0, "the stop dropped what the device held: reset again for \(again.reset) ns")
+        #expect(again.decode <= again.total)
+        _ = try h.finishCapture()
+    }
 }

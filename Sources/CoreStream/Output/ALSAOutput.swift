@@ -27,6 +27,14 @@ public final class ALSAOutput: AudioOutput {
     /// extplug, e.g. the pulse plugin) accept a rewind but have already handed the
     /// frames on: measured here, a pause through pulse then repeated 0.48 s of audio.
     private var canRewind = false
+    /// ALSA's pulse plugin: its prepare disconnects the PulseAudio stream (the server
+    /// drops what it holds) and connects a new one, so a drop before it (a cork and a
+    /// flush, two more round trips to the server) buys nothing. Prepared alone, a seek's
+    /// reset took 0.9–1.8 ms p50 on five codecs where drop and prepare took 1.4–3.0
+    /// (`scripts/bench-control`, `device_reset_ms`, 2026-11-26). Every other device is
+    /// dropped first: a running sound card refuses to be prepared (EBUSY), and
+    /// PipeWire's plugin keeps its stream.
+    private var preparesByReconnecting = false
 
     public init(spec: String, chain: [String], bufferTimeMicros: Int = 500_000, periodTimeMicros: Int = 125_000) {
         precondition(!chain.isEmpty)
@@ -140,6 +148,7 @@ public final class ALSAOutput: AudioOutput {
         try check(snd_pcm_prepare(pcm), "snd_pcm_prepare", device)
         let type = snd_pcm_type(pcm)
         canRewind = type != SND_PCM_TYPE_IOPLUG && type != SND_PCM_TYPE_EXTPLUG
+        preparesByReconnecting = type == SND_PCM_TYPE_IOPLUG && Self.pluginName(pcm).contains("PulseAudio")
         self.pcm = pcm
         ok = true
         return NegotiatedFormat(device: device, pcm: PCMFormat(sampleRate: Int(rate), channels: Int(channels)),
@@ -210,11 +219,27 @@ public final class ALSAOutput: AudioOutput {
         return max(0, Int(d))
     }
 
-    /// The corresponding ALSA functions are `snd_pcm_drop` and `snd_pcm_prepare`.
+    /// The corresponding ALSA functions are `snd_pcm_drop` and `snd_pcm_prepare`
+    /// (through the pulse plugin `snd_pcm_prepare` alone: see `preparesByReconnecting`).
     public func drop() {
         guard let p = pcm else { return }
-        snd_pcm_drop(p)
+        if !preparesByReconnecting { snd_pcm_drop(p) }
         snd_pcm_prepare(p)
+    }
+
+    /// An external plugin's own name ("ALSA <-> PulseAudio PCM I/O Plugin"): the first
+    /// line of `snd_pcm_dump` (`snd_pcm_info` gives the device's name, "pulse" or
+    /// "default"); "" when it cannot be read. Only at open.
+    private static func pluginName(_ pcm: OpaquePointer) -> String {
+        var out: OpaquePointer?
+        guard snd_output_buffer_open(&out) == 0, let out else { return "" }
+        defer { snd_output_close(out) }
+        guard snd_pcm_dump(pcm, out) == 0 else { return "" }
+        var text: UnsafeMutablePointer<CChar>?
+        let n = snd_output_buffer_string(out, &text)
+        guard let text, n > 0 else { return "" }
+        let bytes = UnsafeRawBufferPointer(start: text, count: min(n, 200))
+        return String(decoding: bytes.prefix { $0 != 10 }, as: UTF8.self)
     }
 
     /// The corresponding ALSA function is `snd_pcm_rewindable`.

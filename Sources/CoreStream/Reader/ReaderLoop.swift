@@ -310,8 +310,14 @@ final class ReaderLoop {
         decoder.logger = { [logger] m in logger.warning("\(m)", metadata: ["track.path": "\(path)"]) }
     }
 
-    /// Plays from `frame` (a new track or a seek): decodes the first step, and only
-    /// then flushes the ring, so the old audio plays until the new audio is ready.
+    /// Plays from `frame` (a new track or a seek): flushes the ring and the device, then
+    /// decodes the first step while the render thread resets the device.
+    ///
+    /// It used to decode first, so the old audio played until the new was ready: that
+    /// put the device's reset after the decode instead of beside it. Through ALSA's
+    /// pulse plugin the reset is a new PulseAudio stream, 1.4–3.0 ms (p50 on five
+    /// codecs, `scripts/bench-control`, 2026-11-26) against a first step decoded in
+    /// 0.3–4.4 ms; the old audio stops that much earlier, and a seek is a cut anyway.
     private func reposition(to frame: Int64, loop: LoopRegion?) {
         guard let decoder = self.decoder else { return }
         var head = Playhead(position: frame, direction: self.direction, loop: loop,
@@ -320,6 +326,7 @@ final class ReaderLoop {
         self.head = head
         dropPending()
         firstStep = true
+        flush()
         var more = true
         do {
             more = try produce()
@@ -328,7 +335,8 @@ final class ReaderLoop {
             onEvent(.error(error))
             more = false
         }
-        flush()
+        shared.firstDecodedTime.store(monotonicNanoseconds(), ordering: .relaxed)
+        shared.firstDecodedGeneration.store(self.generation, ordering: .releasing)
         finished = false
         spliceBase = (shared.ring.producerIndex, head, [], false)
         if more {

@@ -75,6 +75,12 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     private var rampOwed = 0
     private var drainDeadline: UInt64 = 0
     private var publishCountdown = 0
+    /// Nothing has been written to the device since it was last dropped and prepared (or
+    /// opened): a flush then has nothing to drop, and skips the reset. Through ALSA's
+    /// pulse plugin a reset is a new PulseAudio stream (its prepare disconnects the old
+    /// one and waits for the new one to be ready), and a play after a stop paid it a
+    /// second time, for nothing (issue 25). Render thread only.
+    private var deviceHoldsNothing = true
 
     // Feeds (``FeedOutput``): a copy of every frame written to the device, indexed by
     // device frame (`deviceWritten`), so frames can be passed on when the device has
@@ -219,11 +225,31 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     /// frames more meanwhile).
     @discardableResult
     private mutating func dropDevice() -> Int {
+        let queued = forgetDeviceQueue()
+        resetDevice()
+        return queued
+    }
+
+    /// The bookkeeping half of ``dropDevice()``: passes on to the feeds what the device
+    /// played, and forgets what it still holds (the dropped frames are never heard).
+    /// Returns how many frames that is.
+    private mutating func forgetDeviceQueue() -> Int {
         feedPlayed()
         let queued = max(0, output.delay())
-        output.drop()
-        fedUpTo = deviceWritten  // the dropped frames were never heard
+        fedUpTo = deviceWritten
         return queued
+    }
+
+    /// The device half of ``dropDevice()``: drops its queue and prepares it, unless it
+    /// holds nothing written since the last time. Returns how long that took (ns, at
+    /// least 1; 0 when skipped).
+    @discardableResult
+    private mutating func resetDevice() -> UInt64 {
+        if deviceHoldsNothing { return 0 }
+        let began = monotonicNanoseconds()
+        output.drop()
+        deviceHoldsNothing = true
+        return max(1, monotonicNanoseconds() &- began)
     }
 
     /// Drops everything on a flush request from the reader (seek, stop, new track).
@@ -241,7 +267,10 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         // it: kept, a stop went on playing for up to 750 ms, and the next stream's first
         // frames waited for room behind it (33–70 ms through PulseAudio, issue 25).
         // Dropped at once, as MPD drops on stop.
-        let rampQueued = state == .paused && !pausedDeviceIdle && format.canRewind
+        // `.starting` too: a stop's flush leaves that state with the ramp queued, and a
+        // play right after it (the reader now flushes before it decodes) can come before
+        // this thread has gone on to `.paused`; dropping then cut the ramp short.
+        let rampQueued = (state == .paused || state == .starting) && !pausedDeviceIdle && format.canRewind
         if rampQueued {
             feedPlayed()
             // What the device still holds belongs to no ring frame any more: one piece
@@ -251,7 +280,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             pieceHead = 1
             pieceCount = queued > 0 ? 1 : 0
         } else {
-            voice.takeBack(dropDevice())
+            voice.takeBack(forgetDeviceQueue())
             pieceCount = 0
         }
         rampOwed = 0
@@ -272,6 +301,11 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         shared.flushAck.store(request, ordering: .releasing)  // the ring is empty: the reader may refill
         EventFD.signal(shared.readerWake)
         publishState()
+        // The device is reset only now, after the reader was let go: it pushes the new
+        // stream's frames (decoded before its request) and decodes on while the device
+        // is reset, where it used to wait for the reset. Through the pulse plugin a reset
+        // is a round trip or two to the PulseAudio server (see `deviceHoldsNothing`).
+        shared.lastResetNanoseconds.store(rampQueued ? 0 : resetDevice(), ordering: .relaxed)
         return true
     }
 
@@ -481,6 +515,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
                 if recover(n) { continue }
                 break
             }
+            deviceHoldsNothing = false
             done += n
         }
         if fromRing > 0 {

@@ -215,6 +215,15 @@ public final class RenderShared: @unchecked Sendable {
     /// (release); readers load the generation (acquire), then the time.
     public let firstWrittenTime = Atomic<UInt64>(0)
     public let firstWrittenGeneration = Atomic<UInt64>(0)
+    /// When the reader had decoded the first frames of generation `firstDecodedGeneration`
+    /// (the seek and the codec's preroll included; render resets the device meanwhile). The reader stores the time (relaxed),
+    /// then the generation (release); readers load the generation (acquire), then the time.
+    public let firstDecodedTime = Atomic<UInt64>(0)
+    public let firstDecodedGeneration = Atomic<UInt64>(0)
+    /// How long render's last flush took to drop and prepare the device (ns; 0 when the
+    /// device held nothing and the reset was skipped). Written by render (relaxed); read
+    /// with `firstWrittenGeneration`, which render stores after it.
+    public let lastResetNanoseconds = Atomic<UInt64>(0)
 
     // Splices: the reader replaces what is queued after a point without a gap (loop and
     // direction changes). The reader stores a new request number (release) and wakes

@@ -118,6 +118,12 @@ public final class PlaybackEngine: @unchecked Sendable {
         /// From the last `seek` (or `play`) call to its first frame written to the
         /// device, once that has happened.
         public var lastStartLatencyNanoseconds: UInt64?
+        /// Of that: from the request to the new stream's first frames decoded (the seek
+        /// and the codec's preroll included), and how long the device took to drop its
+        /// queue and be prepared for them (0 when it held nothing). Present with
+        /// `lastStartLatencyNanoseconds`.
+        public var lastStartDecodeNanoseconds: UInt64?
+        public var lastStartDeviceResetNanoseconds: UInt64?
         /// The direction set (a ping-pong loop turns round inside it on its own).
         public var direction: PlayDirection
         /// The loop region set, if any.
@@ -541,9 +547,13 @@ public final class PlaybackEngine: @unchecked Sendable {
                 position = max(0, position)
                 if let d = track.durationFrames, !track.durationIsEstimate { position = min(position, d) }
             }
-            var latency: UInt64?
+            var latency: UInt64?, decode: UInt64?, reset: UInt64?
             if shared.firstWrittenGeneration.load(ordering: .acquiring) == c.generation {
                 latency = shared.firstWrittenTime.load(ordering: .relaxed) &- c.requestedAt
+                reset = shared.lastResetNanoseconds.load(ordering: .relaxed)
+                if shared.firstDecodedGeneration.load(ordering: .acquiring) == c.generation {
+                    decode = shared.firstDecodedTime.load(ordering: .relaxed) &- c.requestedAt
+                }
             }
             return Status(state: c.transport.state, track: current.track, positionFrames: position,
                           output: c.negotiated,
@@ -552,6 +562,7 @@ public final class PlaybackEngine: @unchecked Sendable {
                           deviceError: shared.deviceError.load(ordering: .relaxed),
                           corruptPackets: c.corruptPackets,
                           lastStartLatencyNanoseconds: latency,
+                          lastStartDecodeNanoseconds: decode, lastStartDeviceResetNanoseconds: reset,
                           direction: direction, loop: c.loop, loopPasses: c.loop == nil ? 0 : passes,
                           level: c.level, replayGain: c.replayGain,
                           replayGainAppliedDB: Loudness.replayGain(c.replayGain, c.level).db)

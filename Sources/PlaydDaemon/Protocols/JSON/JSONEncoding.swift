@@ -230,6 +230,10 @@ enum JSONEncoding {
         if let ns = s.lastStartLatencyNanoseconds {
             // From the last play/seek request to its first frame written to the output.
             m.append(("start_latency_ms", .number(Double(ns) / 1e6)))
+            // Where it went: the first frames' decode, and the device's reset beside it
+            // (issue 25's breakdown).
+            if let d = s.lastStartDecodeNanoseconds { m.append(("start_decode_ms", .number(Double(d) / 1e6))) }
+            if let r = s.lastStartDeviceResetNanoseconds { m.append(("device_reset_ms", .number(Double(r) / 1e6))) }
         }
         return m
     }
