@@ -315,9 +315,9 @@ final class ReaderLoop {
     ///
     /// It used to decode first, so the old audio played until the new was ready: that
     /// put the device's reset after the decode instead of beside it. Through ALSA's
-    /// pulse plugin the reset is a new PulseAudio stream, 1.4–3.0 ms (p50 on five
-    /// codecs, `scripts/bench-control`, 2026-11-26) against a first step decoded in
-    /// 0.3–4.4 ms; the old audio stops that much earlier, and a seek is a cut anyway.
+    /// pulse plugin the reset is a new PulseAudio stream, 0.9–1.8 ms (p50 of seeks on
+    /// five codecs, `scripts/bench-control`, 2026-11-26) against a first step decoded
+    /// in 0.7–4.5 ms; the old audio stops that much earlier, and a seek is a cut anyway.
     private func reposition(to frame: Int64, loop: LoopRegion?) {
         guard let decoder = self.decoder else { return }
         var head = Playhead(position: frame, direction: self.direction, loop: loop,

@@ -301,10 +301,10 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         shared.flushAck.store(request, ordering: .releasing)  // the ring is empty: the reader may refill
         EventFD.signal(shared.readerWake)
         publishState()
-        // The device is reset only now, after the reader was let go: it pushes the new
-        // stream's frames (decoded before its request) and decodes on while the device
-        // is reset, where it used to wait for the reset. Through the pulse plugin a reset
-        // is a round trip or two to the PulseAudio server (see `deviceHoldsNothing`).
+        // The device is reset only now, after the reader was let go: it decodes the new
+        // stream's first frames while the device is reset, where it used to wait for the
+        // reset. Through the pulse plugin a reset is a new PulseAudio stream, 0.9–1.8 ms
+        // p50 (`device_reset_ms` on seeks, `scripts/bench-control`, 2026-11-26).
         shared.lastResetNanoseconds.store(rampQueued ? 0 : resetDevice(), ordering: .relaxed)
         return true
     }
