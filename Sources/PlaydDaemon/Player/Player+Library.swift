@@ -43,7 +43,7 @@ extension Player {
 
     /// The scanner thread's end report, on the control thread.
     func libraryScanEnded(_ r: MusicLibrary.ScanReport) {
-        librarySongs = library?.counts().songs ?? 0
+        librarySongs = library?.songCount() ?? 0
         if r.job == libraryJob { libraryJob = 0 }  // not when a newer scan has started since
         for u in r.unreadable { logger.warning("library: cannot read", metadata: ["path": "\(u)"]) }
         logger.info("library updated", metadata: ["job": "\(r.job)", "scanned": "\(r.scanned)", "added": "\(r.added)",

@@ -167,7 +167,7 @@ public final class Player: @unchecked Sendable {
             } catch let e as StateStore.Error {
                 throw DaemonConfig.Error(message: e.message)
             }
-            librarySongs = library?.counts().songs ?? 0
+            librarySongs = library?.songCount() ?? 0
             // Every file opened from now on (plays, probes, playlists, covers) is held
             // to the roots on the descriptor itself, not only when it is queued.
             if !config.allowOutsideRoots, let roots = library?.roots { LocalFile.roots = roots }
