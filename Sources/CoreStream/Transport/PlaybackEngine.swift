@@ -550,9 +550,11 @@ public final class PlaybackEngine: @unchecked Sendable {
             var latency: UInt64?, decode: UInt64?, reset: UInt64?
             if shared.firstWrittenGeneration.load(ordering: .acquiring) == c.generation {
                 latency = shared.firstWrittenTime.load(ordering: .relaxed) &- c.requestedAt
-                reset = shared.lastResetNanoseconds.load(ordering: .relaxed)
+                // Only for a stream the reader started itself (a play or a seek, with its
+                // flush): a track that followed gaplessly had no reset of its own.
                 if shared.firstDecodedGeneration.load(ordering: .acquiring) == c.generation {
                     decode = shared.firstDecodedTime.load(ordering: .relaxed) &- c.requestedAt
+                    reset = shared.lastResetNanoseconds.load(ordering: .relaxed)
                 }
             }
             return Status(state: c.transport.state, track: current.track, positionFrames: position,
