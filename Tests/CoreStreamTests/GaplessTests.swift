@@ -99,6 +99,9 @@ struct GaplessTests {
         let s = h.engine.status()
         #expect(s.positionFrames < 20_000, "track 2 reported at \(s.positionFrames) frames in")
         #expect(h.wait(seconds: 1) { h.engine.queuedNext == nil }, "track 2 heard but still queued")
+        // No request started track 2: no start latency (it counted from track 1's play).
+        let latency = h.engine.status().lastStartLatencyNanoseconds
+        #expect(latency == nil, "track 2's start latency \(latency ?? 0) ns")
         try h.engine.setNext(path: parts[2])
         #expect(h.wait(seconds: 3) { h.engine.status().track?.path == parts[2] })
         #expect(h.waitForEnd())

@@ -548,14 +548,14 @@ public final class PlaybackEngine: @unchecked Sendable {
                 if let d = track.durationFrames, !track.durationIsEstimate { position = min(position, d) }
             }
             var latency: UInt64?, decode: UInt64?, reset: UInt64?
-            if shared.firstWrittenGeneration.load(ordering: .acquiring) == c.generation {
+            // Only for a stream the reader started itself (a play or a seek, with its
+            // flush). A track that followed gaplessly was asked for by no request: the
+            // latency counted from the play before it, minutes, and it had no reset.
+            if shared.firstWrittenGeneration.load(ordering: .acquiring) == c.generation,
+               shared.firstDecodedGeneration.load(ordering: .acquiring) == c.generation {
                 latency = shared.firstWrittenTime.load(ordering: .relaxed) &- c.requestedAt
-                // Only for a stream the reader started itself (a play or a seek, with its
-                // flush): a track that followed gaplessly had no reset of its own.
-                if shared.firstDecodedGeneration.load(ordering: .acquiring) == c.generation {
-                    decode = shared.firstDecodedTime.load(ordering: .relaxed) &- c.requestedAt
-                    reset = shared.lastResetNanoseconds.load(ordering: .relaxed)
-                }
+                decode = shared.firstDecodedTime.load(ordering: .relaxed) &- c.requestedAt
+                reset = shared.lastResetNanoseconds.load(ordering: .relaxed)
             }
             return Status(state: c.transport.state, track: current.track, positionFrames: position,
                           output: c.negotiated,
