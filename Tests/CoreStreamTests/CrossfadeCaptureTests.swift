@@ -20,7 +20,7 @@ struct CrossfadeCaptureTests {
         events.compactMap { e in
             switch e {
             case .trackStarted(let t): return "start \((t.path as NSString).lastPathComponent)"
-            case .trackEnded(let p): return "end \((p as NSString).lastPathComponent)"
+            case .trackEnded(let p, _, _): return "end \((p as NSString).lastPathComponent)"
             default: return nil
             }
         }

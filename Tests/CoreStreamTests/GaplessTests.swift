@@ -76,7 +76,7 @@ struct GaplessTests {
         let names = events.compactMap { e -> String? in
             switch e {
             case .trackStarted(let t): return "start \(t.path.split(separator: "/").last!)"
-            case .trackEnded(let p): return "end \(p.split(separator: "/").last!)"
+            case .trackEnded(let p, _, _): return "end \(p.split(separator: "/").last!)"
             default: return nil
             }
         }

@@ -69,7 +69,10 @@ protocol ReaderHost: AnyObject {
     /// The queued next track (`generation`) is being heard: it becomes the current one.
     /// Returns the track that ended and the one that started, or nil when the control
     /// side has moved on (a play or stop since).
-    func readerHeardNext(generation: UInt64) -> (ended: String, started: TrackInfo)?
+    func readerHeardNext(generation: UInt64) -> (ended: String, endedGeneration: UInt64, started: TrackInfo)?
+    /// The render thread has stopped the sound for pause `serial`: true when the
+    /// `paused` event is still to be sent for it (the transport is still paused by it).
+    func readerPauseSettled(_ serial: UInt64) -> Bool
     /// The loop region set now.
     func readerLoopRegion() -> LoopRegion?
     /// The last frame of `generation` was heard: the transport stops. Returns the
@@ -166,6 +169,7 @@ final class ReaderLoop {
     var reportedCorrupt = 0
     var reportedDeviceError = 0
     var reportedPass: Int64 = 0
+    var reportedPauseSettled: UInt64 = 0
     /// The loop setting the planner's pass counts belong to.
     var loopEpoch: UInt32 = 0
 
@@ -645,9 +649,9 @@ final class ReaderLoop {
         if previous != nil, shared.readPosition().generation == self.generation {
             // The next track is being heard: it is the current one now.
             previous = nil
-            if let (ended, started) = host.readerHeardNext(generation: self.generation) {
+            if let (ended, endedGeneration, started) = host.readerHeardNext(generation: self.generation) {
                 logger.info("track ended", metadata: ["track.path": "\(ended)"])
-                onEvent(.trackEnded(path: ended))
+                onEvent(.trackEnded(path: ended, generation: endedGeneration, stopped: false))
                 logger.info("playing", metadata: ["track.path": "\(started.path)", "gapless": "true"])
                 onEvent(.trackStarted(started))
                 onEvent(.gaplessTransition(from: ended, to: started))
@@ -662,12 +666,17 @@ final class ReaderLoop {
                 onEvent(.loopWrapped(pass: heard.pass, remaining: remaining))
             }
         }
+        let settled = shared.pauseSettled.load(ordering: .acquiring)
+        if settled != reportedPauseSettled {
+            reportedPauseSettled = settled
+            if host.readerPauseSettled(settled) { onEvent(.stateChanged(.paused)) }
+        }
         let ended = shared.endedGeneration.load(ordering: .acquiring)
         if ended != reportedEnded {
             reportedEnded = ended
             if let p = host.readerHeardEnd(generation: ended) {
                 logger.info("track ended", metadata: ["track.path": "\(p)"])
-                onEvent(.trackEnded(path: p))
+                onEvent(.trackEnded(path: p, generation: ended, stopped: true))
                 onEvent(.stateChanged(.stopped))
             }
         }

@@ -73,6 +73,10 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     /// goes on at full level with no ramp at all (the device is still playing what it
     /// holds, so nothing was cut). Render thread only.
     private var rampOwed = 0
+    /// `deviceWritten` once a pause's ramp-out was written: the music has stopped being
+    /// heard when the device has played up to here (what follows is silence or an
+    /// announcement alone). Render thread only.
+    private var pauseEndDevice = 0
     private var drainDeadline: UInt64 = 0
     private var publishCountdown = 0
     /// Nothing has been written to the device since it was last dropped and prepared (or
@@ -546,7 +550,12 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         // A device stopped by a pause or a drain starts only when its buffer fills; a
         // clip shorter than that would never be heard.
         output.startIfPrepared()
-        if state == .paused { pausedDeviceIdle = false } else { voiceLeftDeviceRunning = true }
+        if state == .paused {
+            pausedDeviceIdle = false
+            settlePauseIfHeard()
+        } else {
+            voiceLeftDeviceRunning = true
+        }
     }
 
     /// After an announcement played with no music: let the device play it out, then
@@ -608,7 +617,13 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         gainTarget = 1
         state = .paused
         pausedDeviceIdle = false
+        pauseEndDevice = deviceWritten
         publishState()
+        // The device still plays the ramp (and, when it cannot rewind, what it holds):
+        // the position goes on to the ramp's end, and no further. Until this report the
+        // last one was up to 4 periods old, and status stood there while paused: 0.45 s
+        // behind the frame where the sound stopped (issue 48).
+        publishHeard(advancing: true)
     }
 
     /// Writes the pause's owed ramp-out if the device has room for it now; true if it did.
@@ -622,6 +637,8 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             writeFrames(take, fromRing: take, startVoice: false)
             gain = 0
             gainTarget = 1
+            pauseEndDevice = deviceWritten
+            publishHeard(advancing: true)
             return true
         }
         // Nothing left to ramp, or the device ran dry first (an underrun: its poll would
@@ -644,7 +661,9 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
                     EventFD.wait(shared.renderWake, timeoutNanoseconds: ns + 1_000_000)
                 }
                 feedPlayed()
-                publishHeard(advancing: false)
+                // Still playing what it holds: the position moves on (to the limit).
+                publishHeard(advancing: true)
+                settlePauseIfHeard()
                 return
             }
             if rampOwed > 0 { rampOwed = 0; gain = 0 }  // played out: the resume ramps in
@@ -652,7 +671,21 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             pausedDeviceIdle = true
             publishHeard(advancing: false)
         }
+        settlePauseIfHeard()
         EventFD.wait(shared.renderWake, timeoutNanoseconds: -1)
+    }
+
+    /// Once the paused music's last frame has been heard (the device played the ramp-out,
+    /// and what it held that could not be taken back): publishes the position standing
+    /// there and settles the pause request, so the reader sends the `paused` event with
+    /// the frame every later status reports. An announcement may go on playing alone.
+    private mutating func settlePauseIfHeard() {
+        let asked = shared.pauseRequest.load(ordering: .acquiring)
+        guard state == .paused, rampOwed == 0, asked != shared.pauseSettled.load(ordering: .relaxed) else { return }
+        if !pausedDeviceIdle && deviceWritten - max(0, output.delay()) < pauseEndDevice { return }
+        publishHeard(advancing: false)
+        shared.pauseSettled.store(asked, ordering: .releasing)  // after the position it settled on
+        EventFD.signal(shared.readerWake)
     }
 
     /// After the last frame: wait until the device has played it, then report the end.
@@ -879,8 +912,22 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             i += 1
         }
         guard let m = marker(forRing: ringIndex) else { return }
+        // The device plays on while running and draining, and while paused until it has
+        // played the ramp-out (and what it held): readers interpolate meanwhile.
+        let moving = advancing && (state == .running || state == .draining || (state == .paused && !pausedDeviceIdle))
+        // No interpolation past the last frame given to the device: a pause's ramp-out
+        // or a track's end is where the position stops, not where the clock would say.
+        var limit: Int64?
+        let lastWritten = shared.ring.consumerIndex - 1
+        if !m.isLoop, lastWritten >= ringIndex, let w = marker(forRing: lastWritten),
+           w.generation == m.generation, w.direction == m.direction, !w.isLoop {
+            let f = w.sourceFrame(atRing: lastWritten)
+            limit = w.direction > 0 ? f + 1 : f
+        } else if !m.isLoop, lastWritten < ringIndex {
+            limit = m.sourceFrame(atRing: ringIndex)  // nothing of it written yet: it stands
+        }
         shared.publishPosition(frame: m.sourceFrame(atRing: ringIndex), marker: m, ringIndex: ringIndex,
-                               advancing: advancing && state == .running, at: monotonicNanoseconds())
+                               advancing: moving, limit: limit, at: monotonicNanoseconds())
     }
 
     private func publishState() {

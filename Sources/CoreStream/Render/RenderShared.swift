@@ -254,6 +254,17 @@ public final class RenderShared: @unchecked Sendable {
     private let positionLoopEnd = Atomic<Int64>(0)
     private let positionPingPong = Atomic<Bool>(false)
     private let positionLoopEpoch = Atomic<UInt32>(0)
+    private let positionLimit = Atomic<Int64>(Int64.max)
+
+    /// Pauses asked for: the control side stores a new number (release) when the
+    /// transport pauses. Render stores it in `pauseSettled` (release) once the music
+    /// has stopped being heard (the device played the 5 ms ramp-out and whatever it held
+    /// that could not be taken back) and the heard position says so (not advancing).
+    /// The reader then sends the `paused` event, carrying that frame: sent at the
+    /// command, it carried a position up to 4 periods old (issue 48).
+    public let pauseRequest = Atomic<UInt64>(0)
+    /// Written by render (release), after the heard position it settled on.
+    public let pauseSettled = Atomic<UInt64>(0)
 
     /// Ring frames below which render wakes the reader.
     public let lowWater: Int
@@ -291,6 +302,11 @@ public final class RenderShared: @unchecked Sendable {
         public var pingPong: Bool
         /// The loop setting `pass` counts for.
         public var loopEpoch: UInt32
+        /// Where an advancing position stops: the frame after the last one written to the
+        /// device (forward; reverse, the last one), so that interpolating between reports
+        /// never passes a frame the device was not given (a pause's ramp-out, a track's
+        /// end). nil inside a loop run.
+        public var limit: Int64?
     }
 
     /// The heard position. Thread: render only. Real-time safe: yes.
@@ -298,7 +314,7 @@ public final class RenderShared: @unchecked Sendable {
     /// Seqlock writer: odd sequence (relaxed) + release fence so the data stores cannot
     /// move above it; data stores (relaxed); even sequence (release) publishes them.
     @inline(__always)
-    func publishPosition(frame: Int64, marker m: SegmentMarker, ringIndex: Int, advancing: Bool, at time: UInt64) {
+    func publishPosition(frame: Int64, marker m: SegmentMarker, ringIndex: Int, advancing: Bool, limit: Int64?, at time: UInt64) {
         let s = positionSequence.load(ordering: .relaxed)
         positionSequence.store(s &+ 1, ordering: .relaxed)
         atomicMemoryFence(ordering: .releasing)
@@ -312,6 +328,7 @@ public final class RenderShared: @unchecked Sendable {
         positionLoopEnd.store(m.loopEnd, ordering: .relaxed)
         positionPingPong.store(m.pingPong, ordering: .relaxed)
         positionLoopEpoch.store(m.loopEpoch, ordering: .relaxed)
+        positionLimit.store(limit ?? Int64.max, ordering: .relaxed)
         positionSequence.store(s &+ 2, ordering: .releasing)
     }
 
@@ -324,7 +341,7 @@ public final class RenderShared: @unchecked Sendable {
         while true {
             let s1 = positionSequence.load(ordering: .acquiring)
             if s1 & 1 == 1 { continue }
-            let p = HeardPosition(frame: positionFrame.load(ordering: .relaxed),
+            var p = HeardPosition(frame: positionFrame.load(ordering: .relaxed),
                                   time: positionTime.load(ordering: .relaxed),
                                   generation: positionGeneration.load(ordering: .relaxed),
                                   advancing: positionAdvancing.load(ordering: .relaxed),
@@ -333,7 +350,9 @@ public final class RenderShared: @unchecked Sendable {
                                   loopStart: positionLoopStart.load(ordering: .relaxed),
                                   loopEnd: positionLoopEnd.load(ordering: .relaxed),
                                   pingPong: positionPingPong.load(ordering: .relaxed),
-                                  loopEpoch: positionLoopEpoch.load(ordering: .relaxed))
+                                  loopEpoch: positionLoopEpoch.load(ordering: .relaxed),
+                                  limit: positionLimit.load(ordering: .relaxed))
+            if p.limit == Int64.max { p.limit = nil }
             atomicMemoryFence(ordering: .acquiring)
             if positionSequence.load(ordering: .relaxed) == s1 { return p }
         }

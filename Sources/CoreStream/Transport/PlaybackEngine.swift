@@ -52,8 +52,12 @@ public final class PlaybackEngine: @unchecked Sendable {
     public enum Event: Sendable {
         /// A track started (its first frame is being heard, or it is loaded paused).
         case trackStarted(TrackInfo)
-        /// The last frame of the track was heard.
-        case trackEnded(path: String)
+        /// The last frame of the track (played in stream `generation`) was heard. With
+        /// `stopped` the transport stopped there (nothing followed): the event itself
+        /// says so, since by the time it is taken in the engine may have played on, or
+        /// stopped after a track that followed (a listener that asked the engine's state
+        /// instead played that track again: issue 38).
+        case trackEnded(path: String, generation: UInt64, stopped: Bool)
         /// The play state changed.
         case stateChanged(Transport.State)
         /// Periods padded with silence so far (reported at most once a second).
@@ -106,6 +110,10 @@ public final class PlaybackEngine: @unchecked Sendable {
     public struct Status: Sendable {
         public var state: Transport.State
         public var track: TrackInfo?
+        /// The stream `track` is heard in (a play, a seek, a track that followed): the
+        /// generation ``setNext(path:crossfadeFor:)`` gave a queued track once its frames
+        /// are heard, before the control side has taken in its events.
+        public var generation: UInt64 = 0
         /// The source frame being heard.
         public var positionFrames: Int64
         public var output: NegotiatedFormat?
@@ -163,6 +171,8 @@ public final class PlaybackEngine: @unchecked Sendable {
         mutating func allocateGeneration() -> UInt64 { lastGeneration += 1; return lastGeneration }
         /// The track queued to follow without a gap, and the generation its frames carry.
         var next: (generation: UInt64, info: TrackInfo)?
+        /// The generation the last ``setNext(path:crossfadeFor:)`` gave its track.
+        var lastQueuedNext: UInt64 = 0
         /// The position to report until the render thread has played a frame of `generation`.
         var pendingPosition: Int64 = 0
         var negotiated: NegotiatedFormat?
@@ -184,6 +194,17 @@ public final class PlaybackEngine: @unchecked Sendable {
         var level = LevelSettings()
         /// The current track's ReplayGain tags.
         var replayGain = ReplayGainInfo()
+        /// The last pause asked of the render thread (``RenderShared/pauseRequest``), and
+        /// whether its `paused` event has gone out: it goes out when the render thread
+        /// has stopped the sound (the reader sends it, ``readerPauseSettled(_:)``), or at
+        /// once when no render thread will (none running, or failed).
+        var pauseSerial: UInt64 = 0
+        var pauseAnnounced = true
+        /// The last position `status` reported, so that it never goes back within a
+        /// stream played straight (no loop): interpolation between the render thread's
+        /// reports runs on the system clock, the device on its own. A seek, a new track
+        /// or a turn of direction is a new run.
+        var lastReported: (generation: UInt64, frame: Int64, direction: PlayDirection)?
     }
     let control = Locked(Control())
     /// Serializes what reopens the output (`play` of another format, `openOutput`,
@@ -315,6 +336,7 @@ public final class PlaybackEngine: @unchecked Sendable {
                 c.next = nil
                 c.pendingPosition = start
                 c.corruptPackets = 0
+                c.pauseAnnounced = true
                 _ = c.transport.on(.play)
                 if paused { _ = c.transport.on(.pause) }
                 shared.wantPlaying.store(!paused, ordering: .relaxed)
@@ -500,6 +522,7 @@ public final class PlaybackEngine: @unchecked Sendable {
                 Crossfade.overlapFrames(x, current: c.track, next: decoder.info, device: out.pcm)
             }
             c.next = (c.allocateGeneration(), decoder.info)
+            c.lastQueuedNext = c.next!.generation
             applyLevel(c)
             send(.next(Handoff(decoder), generation: c.next!.generation,
                        overlap: overlap.map { ReaderOverlap(frames: $0, curve: crossfade!.curve) }))
@@ -509,6 +532,10 @@ public final class PlaybackEngine: @unchecked Sendable {
 
     /// The track queued by ``setNext(path:)`` and not yet heard.
     public var queuedNext: TrackInfo? { control.withLock { $0.next?.info } }
+
+    /// The generation the last successful ``setNext(path:crossfadeFor:)`` gave its
+    /// track: ``Status/generation`` says so once it is heard. Thread: any.
+    public var lastQueuedNextGeneration: UInt64 { control.withLock { $0.lastQueuedNext } }
 
     /// Waits until the reader thread has acted on every command sent before (a load, a
     /// seek, a loop or direction change has been spliced in). Tests use it to set up a
@@ -531,7 +558,9 @@ public final class PlaybackEngine: @unchecked Sendable {
             if heard.generation == current.generation, let track = current.track, let out = c.negotiated {
                 position = heard.frame
                 passes = heard.loopEpoch == c.loopEpoch ? heard.pass : 0
-                if heard.advancing && c.transport.state == .playing && !heard.pingPong {
+                // While the device plays: playing, and also paused or stopping until it
+                // has played its ramp-out (the render thread says which).
+                if heard.advancing && !heard.pingPong {
                     // Interpolate between the render thread's reports (one every 4 periods).
                     let elapsed = Int64(min(monotonicNanoseconds() &- heard.time, UInt64(out.periodFrames) * 6_000_000_000 / UInt64(out.pcm.sampleRate)))
                     let moved = FrameTime.rescaleFloor(elapsed, Int64(track.sampleRate), 1_000_000_000)
@@ -544,6 +573,14 @@ public final class PlaybackEngine: @unchecked Sendable {
                         position += heard.direction == .forward ? moved : -moved
                     }
                 }
+                let straight = heard.loopEnd <= heard.loopStart
+                if straight, let limit = heard.limit {
+                    position = heard.direction == .forward ? min(position, limit) : max(position, limit)
+                }
+                if straight, let last = c.lastReported, last.generation == heard.generation, last.direction == heard.direction {
+                    position = heard.direction == .forward ? max(position, last.frame) : min(position, last.frame)
+                }
+                c.lastReported = straight ? (heard.generation, position, heard.direction) : nil
                 position = max(0, position)
                 if let d = track.durationFrames, !track.durationIsEstimate { position = min(position, d) }
             }
@@ -557,7 +594,7 @@ public final class PlaybackEngine: @unchecked Sendable {
                 decode = shared.firstDecodedTime.load(ordering: .relaxed) &- c.requestedAt
                 reset = shared.lastResetNanoseconds.load(ordering: .relaxed)
             }
-            return Status(state: c.transport.state, track: current.track, positionFrames: position,
+            var s = Status(state: c.transport.state, track: current.track, positionFrames: position,
                           output: c.negotiated,
                           underruns: shared.underruns.load(ordering: .relaxed),
                           deviceXruns: shared.deviceXruns.load(ordering: .relaxed),
@@ -568,6 +605,8 @@ public final class PlaybackEngine: @unchecked Sendable {
                           direction: direction, loop: c.loop, loopPasses: c.loop == nil ? 0 : passes,
                           level: c.level, replayGain: c.replayGain,
                           replayGainAppliedDB: Loudness.replayGain(c.replayGain, c.level).db)
+            s.generation = current.generation
+            return s
         }
     }
 
@@ -641,13 +680,26 @@ public final class PlaybackEngine: @unchecked Sendable {
     // MARK: - Control helpers (called with `control` held)
 
     private func transport(_ event: Transport.Event) {
-        let newState: Transport.State? = control.withLock { c in
+        let newStates: [Transport.State] = control.withLock { c in
             let before = c.transport.state
+            var states: [Transport.State] = []
             switch c.transport.on(event) {
             case .setPlaying(let on):
+                if on {
+                    // Resumed before the sound had stopped: the pause is told first.
+                    if !c.pauseAnnounced { states.append(.paused) }
+                    c.pauseAnnounced = true
+                } else {
+                    c.pauseSerial &+= 1
+                    shared.pauseRequest.store(c.pauseSerial, ordering: .releasing)
+                    let renderWillSettle = c.renderThread != nil
+                        && shared.state.load(ordering: .relaxed) != RenderState.failed.rawValue
+                    c.pauseAnnounced = !renderWillSettle
+                }
                 shared.wantPlaying.store(on, ordering: .relaxed)
                 EventFD.signal(shared.renderWake)
             case .unload:
+                c.pauseAnnounced = true
                 shared.wantPlaying.store(false, ordering: .relaxed)
                 c.newGeneration()
                 c.track = nil
@@ -659,9 +711,12 @@ public final class PlaybackEngine: @unchecked Sendable {
             case .none:
                 break
             }
-            return c.transport.state != before ? c.transport.state : nil
+            if c.transport.state != before && (c.transport.state != .paused || c.pauseAnnounced) {
+                states.append(c.transport.state)
+            }
+            return states
         }
-        if let s = newState { onEvent(.stateChanged(s)) }
+        for s in newStates { onEvent(.stateChanged(s)) }
     }
 
     private func send(_ command: ReaderCommand) {
@@ -794,9 +849,10 @@ final class Semaphore: @unchecked Sendable {
 // MARK: - What the reader reports (ReaderLoop calls these holding no lock)
 
 extension PlaybackEngine: ReaderHost {
-    func readerHeardNext(generation: UInt64) -> (ended: String, started: TrackInfo)? {
+    func readerHeardNext(generation: UInt64) -> (ended: String, endedGeneration: UInt64, started: TrackInfo)? {
         control.withLock { c in
             guard let n = c.next, n.generation == generation, let old = c.track else { return nil }
+            let oldGeneration = c.generation
             c.track = n.info
             c.generation = n.generation
             c.next = nil
@@ -805,7 +861,15 @@ extension PlaybackEngine: ReaderHost {
             c.pendingPosition = 0
             c.replayGain = ReplayGainInfo(tags: n.info.tags)
             applyLevel(c)
-            return (old.path, n.info)
+            return (old.path, oldGeneration, n.info)
+        }
+    }
+
+    func readerPauseSettled(_ serial: UInt64) -> Bool {
+        control.withLock { c in
+            guard serial == c.pauseSerial, !c.pauseAnnounced, c.transport.state == .paused else { return false }
+            c.pauseAnnounced = true
+            return true
         }
     }
 

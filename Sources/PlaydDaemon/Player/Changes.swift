@@ -43,7 +43,10 @@ public struct Changes: OptionSet, Sendable, Hashable {
 public enum PlayerEvent: Sendable {
     case track(TrackInfo)
     case trackEnd(path: String)
-    case state(Transport.State)
+    /// The play state changed. A pause is told once the sound has stopped, with the
+    /// frame it stopped at (and its time in seconds): the position every status reports
+    /// from then on. Nil for the other states.
+    case state(Transport.State, position: (frame: Int64, seconds: Double)?)
     /// A seek landed (position jumps): frame and seconds.
     case seeked(frame: Int64, seconds: Double)
     case underruns(Int)

@@ -187,12 +187,12 @@ extension Player {
             if NetworkInput.isStreamURL(e.path) {
                 // A stream is opened when its turn comes, off the control thread.
                 try? engine.setNext(path: nil)
-                pendingNext = (e.id, false)
+                pendingNext = (e.id, false, nil)
                 return
             }
             do {
                 let gapless = try engine.setNext(path: e.path, crossfadeFor: crossfadeRule())
-                pendingNext = (e.id, gapless)
+                pendingNext = (e.id, gapless, gapless ? engine.lastQueuedNextGeneration : nil)
                 return
             } catch where error.code == .notPlaying {
                 // The current track ended meanwhile (a short one, or an unpaced output):
@@ -220,9 +220,12 @@ extension Player {
         queueChanged(edited: queue.count != before)
     }
 
-    /// An engine `trackEnded`: when nothing follows gaplessly, play what comes next.
-    func queueTrackEnded(_ path: String) {
-        guard engine.status().state == .stopped, let c = queue.currentEntry, c.path == path else { return }
+    /// An engine `trackEnded` that stopped the transport (nothing followed gaplessly):
+    /// play what comes next, unless something was played since (the engine is in
+    /// another stream).
+    func queueTrackEnded(_ path: String, generation: UInt64) {
+        let s = engine.status()
+        guard s.state == .stopped, s.generation == generation, let c = queue.currentEntry, c.path == path else { return }
         if let p = pendingNext, !p.gapless, let i = queue.index(ofID: p.id) {
             try? playEntry(i)
         } else if let n = queue.successor() {

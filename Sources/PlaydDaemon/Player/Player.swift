@@ -54,7 +54,23 @@ public final class Player: @unchecked Sendable {
     /// The queue entry handed to the engine to follow the current one: gaplessly, or
     /// (when its format needs the device reopened) to play when the current ends.
     /// Control thread.
-    var pendingNext: (id: Int, gapless: Bool)?
+    /// `generation`: the engine's for a gapless one (``PlaybackEngine/Status/generation``
+    /// says when it is heard; the control thread hears of it from an event, later).
+    var pendingNext: (id: Int, gapless: Bool, generation: UInt64?)?
+
+    /// The queue entries being heard and to follow it, by what the engine plays: the
+    /// current entry, or the one queued to follow once the engine plays its frames. The
+    /// queue moves on when this thread takes in the engine's event; a status between the
+    /// two showed the next track's position under the old song (MPD's `elapsed` went
+    /// back to 0.036 with the same `songid`). Control thread.
+    public func heardEntries(_ s: PlaybackEngine.Status) -> (current: Int?, next: Int?) {
+        if let n = pendingNext, n.gapless, let g = n.generation, s.generation == g, let i = queue.index(ofID: n.id) {
+            return (i, s.state == .stopped ? nil : queue.successor(of: i))
+        }
+        guard s.state != .stopped else { return (queue.current, nil) }
+        // The entry handed to the engine, which skipped unplayable ones; else the queue's.
+        return (queue.current, pendingNext.flatMap { queue.index(ofID: $0.id) } ?? queue.successor())
+    }
     /// When the daemon started (MPD's `stats` uptime).
     public let startedAt = monotonicNanoseconds()
     /// MPD's playlist version: bumped at every queue change. Control thread.
@@ -254,14 +270,23 @@ public final class Player: @unchecked Sendable {
             streamReconnecting = nil
             emit(.track(t))
         case .stream(let path, let e): streamEvent(path: path, e)
-        case .trackEnded(let p):
+        case .trackEnded(let p, let generation, let stopped):
             emit(.trackEnd(path: p))
-            queueTrackEnded(p)
+            if stopped { queueTrackEnded(p, generation: generation) }
         case .stateChanged(let s):
+            // A pause is sent by the engine once the sound has stopped: where it stopped
+            // is the position status reports from now on. One overtaken by a resume (or a
+            // stop) on this thread is not news any more.
+            var at: (frame: Int64, seconds: Double)?
+            if s == .paused {
+                let status = engine.status()
+                guard status.state == .paused else { return }
+                at = (status.positionFrames, status.positionSeconds)
+            }
             let now = monotonicNanoseconds()
             if let since = playingSince { playedNanoseconds &+= now &- since }
             playingSince = s == .playing ? now : nil
-            emit(.state(s))
+            emit(.state(s, position: at))
             // Stopped: hand the heap's free pages back (a long queue of damaged files
             // leaves ~2 MB of fragments otherwise; measured in BadMediaQueueTests).
             if s == .stopped { ProcessTuning.releaseFreeMemory() }

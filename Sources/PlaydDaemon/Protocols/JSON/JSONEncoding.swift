@@ -11,7 +11,9 @@ enum JSONEncoding {
         switch e {
         case .track(let t): return ev("track", [("file", .string(t.path))] + metadata(t))
         case .trackEnd(let p): return ev("track_end", [("file", .string(p))])
-        case .state(let s): return ev("state", [("state", .string(s.rawValue))])
+        case .state(let s, let at):
+            return ev("state", [("state", .string(s.rawValue))]
+                      + (at.map { [("position", .number($0.seconds)), ("position_frames", .int($0.frame))] } ?? []))
         case .seeked(let f, let s): return ev("seeked", [("position", .number(s)), ("position_frames", .int(f))])
         case .underruns(let n): return ev("underrun", [("underruns", .int(n))])
         case .corruptPackets(let p, let n): return ev("corrupt_packets", [("file", .string(p)), ("count", .int(n))])
@@ -182,9 +184,10 @@ enum JSONEncoding {
         }
         m.append(("direction", .string(s.direction.rawValue)))
         let q = player.queue
-        m.append(("queue", .object([("length", .int(Int64(q.count))), ("current", q.current.map { JSON.int(Int64($0)) } ?? .null),
-                                    ("current_id", q.currentEntry.map { JSON.int(Int64($0.id)) } ?? .null),
-                                    ("next_id", player.pendingNext.map { JSON.int(Int64($0.id)) } ?? .null)] + options(q))))
+        let heard = player.heardEntries(s)
+        m.append(("queue", .object([("length", .int(Int64(q.count))), ("current", heard.current.map { JSON.int(Int64($0)) } ?? .null),
+                                    ("current_id", heard.current.map { JSON.int(Int64(q.entries[$0].id)) } ?? .null),
+                                    ("next_id", heard.next.map { JSON.int(Int64(q.entries[$0].id)) } ?? .null)] + options(q))))
         m.append(("crossfade", .object(crossfade(player.crossfade))))
         if let a = player.announcing {
             m.append(("announcing", .obj(("source", .string(a.request.source)), ("mode", .string(a.request.pause ? "pause" : "duck")),

@@ -28,7 +28,7 @@ enum MPDCommands {
         // lingers as MPD's player errors do, so there is nothing to clear.
         Row("clearerror", .control, 0...0) { _, _ in [] },
         Row("status", .read, 0...0) { p, _ in status(p) },
-        Row("currentsong", .read, 0...0) { p, _ in song(p, p.queue.current, path: p.engine.status().track?.path) },
+        Row("currentsong", .read, 0...0) { p, _ in let s = p.playerStatus(); return song(p, p.heardEntries(s).current, path: s.track?.path) },
         Row("stats", .read, 0...0) { p, _ in
             let c = p.library?.counts() ?? (songs: 0, artists: 0, albums: 0, seconds: 0)
             return ["uptime: \((monotonicNanoseconds() - p.startedAt) / 1_000_000_000)", "playtime: \(p.playtimeSeconds)",

@@ -27,10 +27,11 @@ extension MPDCommands {
         // MPD's order: xfade and mixrampdelay only when set.
         if p.crossfade.seconds > 0 { lines.append("xfade: \(p.crossfade.seconds)") }
         if p.crossfade.mixrampOn { lines.append("mixrampdelay: \(shortest(p.crossfade.mixrampDelay))") }
-        if let i = queue.current {
+        let heard = p.heardEntries(s)
+        if let i = heard.current {
             lines += ["song: \(i)", "songid: \(queue.entries[i].id)"]
         }
-        if let n = queue.successor(), s.state != .stopped {
+        if let n = heard.next {
             lines += ["nextsong: \(n)", "nextsongid: \(queue.entries[n].id)"]
         }
         if let t = s.track, s.state != .stopped {
