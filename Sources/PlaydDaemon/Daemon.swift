@@ -170,64 +170,61 @@ public final class Daemon: @unchecked Sendable {
         return l
     }
 
-    /// SIGHUP: reads the config again and applies what can change while running (log
-    /// level, limits, state options, ReplayGain, `library.allow_outside_roots`,
-    /// `output.crossfade_within_albums`); logs
-    /// the keys that need a restart. A config that does not parse changes nothing.
-    /// Control thread.
+    /// SIGHUP: reads the config again and applies every key that can change while
+    /// running; the keys in ``restartOnlyKeys`` keep their running values and are named
+    /// (log and systemd `STATUS=`). A config that does not parse changes nothing.
+    ///
+    /// Every key applies unless it is listed as restart-only: the reverse (a list of the
+    /// keys that apply) let the six `streams.*` keys fall through, `allowed_hosts`
+    /// included, while the log said "config reloaded" (issue 38). Control thread.
     func reload() {
         guard let read = reloadConfig else { return }
-        let new: DaemonConfig
-        do { new = try read() } catch {
+        var applied: DaemonConfig
+        do { applied = try read() } catch {
             let message = (error as? DaemonConfig.Error)?.message ?? "\(error)"
             logger.error("reload refused: the config has an error; nothing changed", metadata: ["error": "\(message)"])
             return
         }
-        let config = player.config
-        var restartNeeded: [String] = []
-        func check<T: Equatable>(_ key: String, _ path: KeyPath<DaemonConfig, T>) {
-            if config[keyPath: path] != new[keyPath: path] { restartNeeded.append(key) }
-        }
-        check("control.socket", \.socketPath); check("control.socket_mode", \.socketMode)
-        check("control.socket_group", \.socketGroup); check("control.allowed_users", \.allowedUsers)
-        check("control.allowed_groups", \.allowedGroups); check("output.device", \.outputDevice)
-        check("output.fallback", \.outputFallback); check("output.feeds", \.feeds)
-        check("output.buffer_time", \.bufferTime); check("output.period_time", \.periodTime)
-        check("engine.ring_frames", \.ringFrames); check("library.music_roots", \.musicRoots)
-        check("library.database", \.libraryDatabase); check("state.file", \.stateFile)
-        check("library.playlist_directory", \.playlistDirectory)
-        check("output.format_change", \.formatChange); check("volume.mixer", \.mixer)
-        check("volume.mixer_device", \.mixerDevice); check("volume.mixer_control", \.mixerControl)
-        check("volume.start", \.volumeStart); check("volume.max", \.volumeMax)
-        check("mpd.enabled", \.mpdEnabled); check("mpd.socket", \.mpdSocket); check("mpd.tcp", \.mpdTCP)
-        check("mpd.password", \.mpdPassword); check("mpd.max_command_list_size", \.maxCommandListKiB)
-        check("mpd.zeroconf", \.zeroconf); check("mpd.zeroconf_name", \.zeroconfName)
-        // What does change now.
-        var applied = config
-        applied.logLevel = new.logLevel
-        applied.maxConnections = new.maxConnections
-        applied.maxConnectionsPerUser = new.maxConnectionsPerUser
-        applied.connectionTimeout = new.connectionTimeout
-        applied.maxQueueLength = new.maxQueueLength
-        applied.maxPlaylistBytes = new.maxPlaylistBytes
-        applied.maxPlaylistEntries = new.maxPlaylistEntries
-        applied.saveInterval = new.saveInterval
-        applied.resume = new.resume
-        applied.updateOnStart = new.updateOnStart
-        applied.allowOutsideRoots = new.allowOutsideRoots
-        applied.crossfadeWithinAlbums = new.crossfadeWithinAlbums
-        applied.replayGain = new.replayGain
-        applied.replayGainPreamp = new.replayGainPreamp
-        applied.replayGainMissingPreamp = new.replayGainMissingPreamp
-        applied.replayGainLimit = new.replayGainLimit
+        let restartNeeded = Self.keepRestartOnlyKeys(running: player.config, into: &applied)
         player.apply(applied)
         LogLevelSwitch.set(applied.logLevel)
         server.limits = Self.serverLimits(applied)
         if restartNeeded.isEmpty {
             logger.notice("config reloaded")
+            SDNotify.send("STATUS=config reloaded; listening on \(server.path)")
         } else {
-            logger.warning("config reloaded; these keys changed and take effect at the next start: \(restartNeeded.joined(separator: ", "))")
+            let keys = restartNeeded.joined(separator: ", ")
+            logger.warning("config reloaded; these keys changed and take effect at the next start: \(keys)")
+            SDNotify.send("STATUS=config reloaded; restart to apply: \(keys)")
         }
+    }
+
+    /// The keys a running daemon cannot change: sockets and their access, the output
+    /// and its buffers, the ring, the library's roots and files, the mixer, the MPD
+    /// listeners. Each one changed in `new` is set back to its `running` value, and
+    /// named in the result (in this order).
+    static func keepRestartOnlyKeys(running: DaemonConfig, into new: inout DaemonConfig) -> [String] {
+        var changed: [String] = []
+        func keep<T: Equatable>(_ key: String, _ path: WritableKeyPath<DaemonConfig, T>) {
+            guard running[keyPath: path] != new[keyPath: path] else { return }
+            changed.append(key)
+            new[keyPath: path] = running[keyPath: path]
+        }
+        keep("control.socket", \.socketPath); keep("control.socket_mode", \.socketMode)
+        keep("control.socket_group", \.socketGroup); keep("control.allowed_users", \.allowedUsers)
+        keep("control.allowed_groups", \.allowedGroups); keep("output.device", \.outputDevice)
+        keep("output.fallback", \.outputFallback); keep("output.feeds", \.feeds)
+        keep("output.buffer_time", \.bufferTime); keep("output.period_time", \.periodTime)
+        keep("engine.ring_frames", \.ringFrames); keep("library.music_roots", \.musicRoots)
+        keep("library.database", \.libraryDatabase); keep("state.file", \.stateFile)
+        keep("library.playlist_directory", \.playlistDirectory)
+        keep("output.format_change", \.formatChange); keep("volume.mixer", \.mixer)
+        keep("volume.mixer_device", \.mixerDevice); keep("volume.mixer_control", \.mixerControl)
+        keep("volume.start", \.volumeStart); keep("volume.max", \.volumeMax)
+        keep("mpd.enabled", \.mpdEnabled); keep("mpd.socket", \.mpdSocket); keep("mpd.tcp", \.mpdTCP)
+        keep("mpd.password", \.mpdPassword); keep("mpd.max_command_list_size", \.maxCommandListKiB)
+        keep("mpd.zeroconf", \.zeroconf); keep("mpd.zeroconf_name", \.zeroconfName)
+        return changed
     }
 }
 

@@ -392,6 +392,33 @@ struct HostileInputTests {
         #expect(try JSON.parse(String(contentsOfFile: d.stateFile, encoding: .utf8))["file"] == .string(Self.track))
     }
 
+    /// SIGHUP applies every key that can change live: `streams.allowed_hosts` admits a
+    /// host it did not before, and refuses one it admitted (a reload used to keep all
+    /// six `streams.*` keys while it logged "config reloaded"). A restart-only key that
+    /// changed is named in the log and keeps its running value.
+    @Test func aReloadAppliesTheStreamsKeysAndNamesRestartOnlyOnes() throws {
+        let d = try DaemonHarness(extraConfig: "[streams]\nallowed_hosts = [\"radio.example.org\"]", output: "null")
+        try d.start()
+        let pid = try #require(d.process?.processIdentifier)
+        func code(_ url: String) -> String? {
+            let r = d.request("play", ("url", .string(url)))
+            return r?["ok"] == .bool(true) ? "ok" : r?["error"]?["code"]?.stringValue
+        }
+        // Nothing listens on port 1: an admitted URL is answered at once ("buffering") and
+        // fails later, off the control thread; a refused one is refused in the reply.
+        #expect(code("http://127.0.0.1:1/x.mp3") == "stream_not_allowed")
+        let config = try String(contentsOfFile: d.configPath, encoding: .utf8)
+        try config.replacingOccurrences(of: "allowed_hosts = [\"radio.example.org\"]", with: "allowed_hosts = [\"127.0.0.1\"]")
+            .replacingOccurrences(of: "device = \"null\"", with: "device = \"null\"\nbuffer_time = 500")
+            .write(toFile: d.configPath, atomically: true, encoding: .utf8)
+        kill(pid, SIGHUP)
+        #expect(d.waitFor { d.log.contains("config reloaded") })
+        #expect(d.log.contains("take effect at the next start: output.buffer_time"), "\(d.log)")
+        #expect(code("http://127.0.0.1:1/x.mp3") == "ok")
+        #expect(code("http://radio.example.org/x.mp3") == "stream_not_allowed")
+        #expect(d.terminate().status == 0)
+    }
+
     /// A file whose name is Latin-1 (not UTF-8) and one with a literal `\x41` in its name:
     /// named by playctl with raw bytes, found by a folder add and by MPD's `lsinfo`,
     /// played, and shown escaped (`caf\xe9.flac`, `x\x5cx41.flac`). Before, playctl
