@@ -264,6 +264,51 @@ struct SlowDiskTests {
         print("slow disk: \(Int(underruns)) underruns (periods of silence) while reads ran at 30 kB/s for 4 s, \(underrunEvents) underrun events; then 2 s more played without one")
     }
 
+    /// `play` of a file whose reads hang (its FUSE mount serves 1 byte a second): the
+    /// open runs off the control thread, so while the play waits 20 clients polling
+    /// `status` (10 over JSON, 10 over MPD) are each answered, and a play of another file
+    /// goes through; when the reads flow again the first play is answered and plays.
+    /// On the old code FFmpeg's open ran on the control thread: nobody was answered.
+    @Test func aPlayOnAHungDiskLeavesEveryoneElseServed() throws {
+        let m = try SlowMount { src in
+            try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:duration=10", "-ac", "2", "-c:a", "flac", src + "/t.flac"])
+        }
+        defer { m.stop() }
+        try "1\n".write(toFile: m.rate, atomically: true, encoding: .utf8)
+        let d = try DaemonHarness(output: "null")
+        try d.start()
+        defer { d.kill9() }  // before the mount goes
+        let hung = m.mnt + "/t.flac"
+        let player = try LineClient(path: d.socket)
+        #expect(player.send(#"{"id":7,"cmd":"play","path":"\#(hung)"}"#))
+        #expect(player.readLine(timeoutMillis: 300) == nil, "the play waits for its file")
+        // 20 clients poll meanwhile, each on its own connection, 5 times.
+        let json = try (0..<10).map { _ in try LineClient(path: d.socket) }
+        let mpd = try (0..<10).map { _ in try LineClient(path: d.dir + "/mpd.sock") }
+        for c in mpd { #expect(c.readLine(timeoutMillis: 10_000)?.hasPrefix("OK MPD") == true, "an MPD greeting") }
+        for round in 0..<5 {
+            for (k, c) in json.enumerated() {
+                #expect(c.request(.obj(("id", .int(Int64(round))), ("cmd", .string("status"))))?["ok"] == .bool(true),
+                        "JSON client \(k), round \(round)")
+            }
+            for (k, c) in mpd.enumerated() {
+                #expect(c.send("status"), "MPD client \(k)")
+                var lines: [String] = []
+                while let l = c.readLine(timeoutMillis: 10_000), l != "OK" { lines.append(l) }
+                #expect(lines.contains { $0.hasPrefix("state: ") }, "MPD client \(k), round \(round): \(lines)")
+            }
+        }
+        #expect(player.readLine(timeoutMillis: 0) == nil, "the play still waits")
+        let other = Fixtures.named("flac-44100-2.flac").path
+        #expect(d.request("play", ("path", .string(other)))?["ok"] == .bool(true), "a play of another file goes through")
+        // The reads flow again: the waiting play is answered, and it is what plays.
+        try "0\n".write(toFile: m.rate, atomically: true, encoding: .utf8)
+        let reply = try JSON.parse(try #require(player.readLine(timeoutMillis: 60_000), "the play was never answered"))
+        #expect(reply["id"]?.numberValue == 7 && reply["ok"] == .bool(true), "\(reply)")
+        let s = try #require(d.request("status"))
+        #expect(s["file"]?.stringValue == hung && s["state"]?.stringValue == "playing", "\(s)")
+    }
+
     /// A folder `add` on a disk that hangs (a listing that never returns until the
     /// test lets it) runs off the control thread: while mpc's `add` waits, other
     /// clients on both protocols are answered, and a second client's `add` of a file

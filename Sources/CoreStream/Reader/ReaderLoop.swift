@@ -66,10 +66,11 @@ final class ReaderMailbox: @unchecked Sendable {
 /// and returns; the reader holds no lock while it calls (the control side waits for
 /// the reader in `detachReader` with that lock released: LockOrderTests).
 protocol ReaderHost: AnyObject {
-    /// The queued next track (`generation`) is being heard: it becomes the current one.
-    /// Returns the track that ended and the one that started, or nil when the control
-    /// side has moved on (a play or stop since).
-    func readerHeardNext(generation: UInt64) -> (ended: String, endedGeneration: UInt64, started: TrackInfo)?
+    /// The next track (`generation`, `info`) is being heard: it becomes the current one.
+    /// It is the one queued now, or one replaced or cleared after the reader had gone on
+    /// to it and too late to take it back. Returns the track that ended and the one
+    /// that started, or nil when the control side has moved on (a play or stop since).
+    func readerHeardNext(generation: UInt64, info: TrackInfo) -> (ended: String, endedGeneration: UInt64, started: TrackInfo)?
     /// The render thread has stopped the sound for pause `serial`: true when the
     /// `paused` event is still to be sent for it (the transport is still paused by it).
     func readerPauseSettled(_ serial: UInt64) -> Bool
@@ -122,6 +123,12 @@ final class ReaderLoop {
     /// The track the reader left for `next`, until the control side hears the switch
     /// (a seek before that is a seek in it, and the next follows again as it would have).
     var previous: (decoder: AudioDecoder, generation: UInt64, overlap: ReaderOverlap?)?
+    /// Tracks the reader went on to that are not heard yet, in order: each is reported
+    /// when its first frame is heard, and those before it too. A track shorter than the
+    /// ring is decoded whole and followed by the one queued after it before its own
+    /// first frame is heard (only the last switch used to be looked for, and such a
+    /// track went unannounced).
+    var unheard: [(generation: UInt64, info: TrackInfo)] = []
     /// Frames of `next` mixed into the current track's end so far (its overlap), from
     /// the overlap's first frame in order; 0 when none. Reset by whatever moves the
     /// current track out of order (load, seek, splice, a new next).
@@ -236,6 +243,7 @@ final class ReaderLoop {
                     leadIn = 0
                     next = nil
                     previous = nil
+                    unheard.removeAll()
                     self.decoder = nil
                     self.head = nil
                     finished = true
@@ -254,6 +262,7 @@ final class ReaderLoop {
                     reportedPass = 0
                     next = nil
                     previous = nil
+                    unheard.removeAll()
                     leadIn = 0
                     reposition(to: start, loop: nil)
                 case .seek(let frame, let generation):
@@ -261,6 +270,9 @@ final class ReaderLoop {
                         // Switched to the next track but it is not heard yet: the seek
                         // is in the track being heard. Go back; the next follows again.
                         next = (current, self.generation, p.overlap)
+                        // It plays on under the seek's generation: nothing switched to is
+                        // waiting to be heard any more.
+                        unheard.removeAll()
                         self.decoder = p.decoder
                         decoderSerial += 1
                         previous = nil
@@ -269,6 +281,9 @@ final class ReaderLoop {
                     leadIn = 0
                     reposition(to: frame, loop: self.head?.loop)
                 case .next(let handoff, let generation, let overlap):
+                    // Switched to the one replaced but not heard yet: take it back, as a
+                    // seek does (the replacement follows the track being heard).
+                    if previous != nil { takeBackSwitch() }
                     // Frames already mixed with the one replaced stay; the rest of the
                     // current track ends on its own (leadIn 0 past the overlap's start).
                     leadIn = 0
@@ -288,7 +303,7 @@ final class ReaderLoop {
             // side resizes it (reopenOutput) while the reader is detached.
             if finished || self.decoder == nil || shared.ring.writableFrames < chunk {
                 let looping = self.head?.loop.map { l in l.count.map { reportedPass < Int64($0) } ?? true } ?? false
-                let switching = previous != nil  // events at the frame the next track is heard
+                let switching = !unheard.isEmpty  // events at the frame the next track is heard
                 EventFD.wait(shared.readerWake, timeoutNanoseconds: looping || switching ? 50_000_000 : 1_000_000_000)
             }
         }
@@ -356,6 +371,9 @@ final class ReaderLoop {
     /// margin and empties the ring), restarts the plan after that frame, applies the
     /// edits, and refills.
     private func splice(_ edits: [ReaderEdit]) {
+        // A loop or a turn is for the track being heard, not for the next one the reader
+        // has switched to already: back to the track heard first.
+        if previous != nil { takeBackSwitch() }
         for case .direction(let d) in edits { self.direction = d }
         guard self.decoder != nil, var head = self.head else { return }
         dropPending()
@@ -391,6 +409,53 @@ final class ReaderLoop {
         firstStep = true
         finished = false
         fill()
+        EventFD.signal(shared.renderWake)
+    }
+
+    /// The reader went on to the queued next track (`previous` is the one heard), which
+    /// is not heard yet, and the control side replaces it, clears it, or edits the track
+    /// heard: takes its frames back with a splice (render keeps what the device must
+    /// play before the reader's new frames can follow) and goes on with the track heard
+    /// after the last frame kept. When that frame is already the next track's (the
+    /// device holds its first frames), it is heard after all: it goes on from there,
+    /// and the engine is told when it is heard (``ReaderHost/readerHeardNext``).
+    ///
+    /// Before, the replacement became the next of the track switched to: the old next
+    /// played with no events, and a late clear (MPD's `single 1`) left the engine
+    /// "playing" the first track for ever (issue 38).
+    private func takeBackSwitch() {
+        guard let p = previous, let switched = self.decoder else { return }
+        dropPending()
+        leadIn = 0
+        handshake(request: shared.spliceRequest, ack: shared.spliceAck, what: "splice")
+        let kept = shared.spliceRing.load(ordering: .relaxed)
+        let m = shared.spliceMarker.pointee
+        var head: Playhead
+        if m.generation == self.generation && kept > 0 {
+            // Too late: the device plays its first frames already.
+            let info = switched.info
+            head = Playhead(position: 0, length: info.durationIsEstimate ? nil : info.durationFrames)
+            head.resume(after: m.sourceFrame(atRing: kept - 1), direction: m.direction(atRing: kept - 1),
+                        shape: m.shape, pass: m.pass(atRing: kept - 1))
+        } else {
+            unheard.removeAll { $0.generation == self.generation }
+            self.decoder = p.decoder
+            self.generation = p.generation
+            decoderSerial += 1
+            previous = nil
+            let info = p.decoder.info
+            let length = info.durationIsEstimate ? nil : info.durationFrames
+            head = Playhead(position: length ?? p.decoder.position, length: length)
+            if m.generation == p.generation && kept > 0 {
+                head.resume(after: m.sourceFrame(atRing: kept - 1), direction: m.direction(atRing: kept - 1),
+                            shape: m.shape, pass: m.pass(atRing: kept - 1))
+            }
+        }
+        logger.debug("next taken back", metadata: ["kept": "\(kept)", "heard": "\(m.generation)", "generation": "\(self.generation)"])
+        self.head = head
+        firstStep = true
+        finished = false
+        spliceBase = (shared.ring.producerIndex, head, [], true)
         EventFD.signal(shared.renderWake)
     }
 
@@ -453,6 +518,7 @@ final class ReaderLoop {
     private func switchToNext() -> Bool {
         guard let n = next, let old = self.decoder, self.head?.direction == .forward else { return false }
         previous = (old, self.generation, n.overlap)
+        unheard.append((n.generation, n.decoder.info))
         self.decoder = n.decoder
         self.generation = n.generation
         decoderSerial += 1
@@ -646,16 +712,19 @@ final class ReaderLoop {
 
     /// Turns the render thread's counters into events (never from the render thread).
     private func report() {
-        if previous != nil, shared.readPosition().generation == self.generation {
-            // The next track is being heard: it is the current one now.
-            previous = nil
-            if let (ended, endedGeneration, started) = host.readerHeardNext(generation: self.generation) {
+        if !unheard.isEmpty, case let g = shared.readPosition().generation, let k = unheard.firstIndex(where: { $0.generation == g }) {
+            // Heard: that track, and any before it (a short one may be passed between
+            // two reports). Each is the current one now, in order.
+            for u in unheard[...k] {
+                guard let (ended, endedGeneration, started) = host.readerHeardNext(generation: u.generation, info: u.info) else { continue }
                 logger.info("track ended", metadata: ["track.path": "\(ended)"])
                 onEvent(.trackEnded(path: ended, generation: endedGeneration, stopped: false))
                 logger.info("playing", metadata: ["track.path": "\(started.path)", "gapless": "true"])
                 onEvent(.trackStarted(started))
-                onEvent(.gaplessTransition(from: ended, to: started))
+                onEvent(.gaplessTransition(from: ended, to: started, generation: u.generation))
             }
+            unheard.removeFirst(k + 1)
+            if unheard.isEmpty { previous = nil }
         }
         let heard = shared.readPosition()
         if heard.generation == self.generation, heard.loopEpoch == loopEpoch, heard.pass != reportedPass {

@@ -71,8 +71,9 @@ public final class PlaybackEngine: @unchecked Sendable {
         /// the region is shorter than the reader's wake-up interval (~50 ms).
         case loopWrapped(pass: Int64, remaining: Int64?)
         /// A track queued with ``setNext(path:)`` is being heard, with no gap after
-        /// `from` (sent after that track's `trackEnded` and this one's `trackStarted`).
-        case gaplessTransition(from: String, to: TrackInfo)
+        /// `from` (sent after that track's `trackEnded` and this one's `trackStarted`), in
+        /// stream `generation` (the one ``lastQueuedNextGeneration`` gave it).
+        case gaplessTransition(from: String, to: TrackInfo, generation: UInt64)
         /// An output was enabled or disabled, or a feed's reader came or went.
         case outputChanged(name: String)
         /// News from the network stream playing (`path`): a title, a drop, a reconnect.
@@ -173,6 +174,14 @@ public final class PlaybackEngine: @unchecked Sendable {
         var next: (generation: UInt64, info: TrackInfo)?
         /// The generation the last ``setNext(path:crossfadeFor:)`` gave its track.
         var lastQueuedNext: UInt64 = 0
+        /// Nexts of the current track replaced or cleared: the reader may have gone on to
+        /// one already and have been too late to take it back, and then it is heard
+        /// (``readerHeardNext(generation:info:)``). Emptied by a play; the newest 8.
+        var supersededNext: [UInt64] = []
+        mutating func supersede() {
+            if let n = next { supersededNext = Array((supersededNext + [n.generation]).suffix(8)) }
+            next = nil
+        }
         /// The position to report until the render thread has played a frame of `generation`.
         var pendingPosition: Int64 = 0
         var negotiated: NegotiatedFormat?
@@ -275,6 +284,18 @@ public final class PlaybackEngine: @unchecked Sendable {
         try play(decoder, from: start, paused: paused, requestedAt: monotonicNanoseconds())
     }
 
+    /// Plays a decoder opened elsewhere from `seconds` (rounded to the nearest source frame).
+    public func play(decoder: AudioDecoder, fromSeconds seconds: Double, paused: Bool = false) throws(StreamError) {
+        let path = decoder.info.path
+        guard seconds.isFinite, seconds >= 0 else {
+            throw StreamError(.invalidArgument, "\(path): start position \(seconds) s is not a time")
+        }
+        guard let start = FrameTime.checkedFrames(seconds: seconds, rate: decoder.info.sampleRate) else {
+            throw StreamError(.invalidArgument, "\(path): start position \(seconds) s is out of range")
+        }
+        try play(decoder, from: start, paused: paused, requestedAt: monotonicNanoseconds())
+    }
+
     /// `requestedAt`: when the request came, before the file was opened: the start
     /// latency in status counts the open too (it did not, before issue 25).
     private func play(_ decoder: AudioDecoder, from requested: Int64?, paused: Bool, requestedAt: UInt64) throws(StreamError) {
@@ -334,6 +355,7 @@ public final class PlaybackEngine: @unchecked Sendable {
                 c.track = decoder.info
                 c.loop = nil
                 c.next = nil
+                c.supersededNext.removeAll()
                 c.pendingPosition = start
                 c.corruptPackets = 0
                 c.pauseAnnounced = true
@@ -495,7 +517,7 @@ public final class PlaybackEngine: @unchecked Sendable {
     public func setNext(path: String?, crossfadeFor: (TrackInfo, TrackInfo) -> Crossfade?) throws(StreamError) -> Bool {
         guard let path else {
             control.withLock { c in
-                c.next = nil
+                c.supersede()
                 applyLevel(c)
                 send(.next(nil, generation: 0, overlap: nil))
             }
@@ -511,7 +533,7 @@ public final class PlaybackEngine: @unchecked Sendable {
             }
             let natural = PCMFormat(sampleRate: decoder.info.sampleRate, channels: decoder.info.channels)
             if natural != out.pcm && configuration.formatChange == .reopen {
-                c.next = nil
+                c.supersede()
                 applyLevel(c)
                 send(.next(nil, generation: 0, overlap: nil))
                 return false
@@ -521,6 +543,7 @@ public final class PlaybackEngine: @unchecked Sendable {
             let overlap = crossfade.flatMap { x in
                 Crossfade.overlapFrames(x, current: c.track, next: decoder.info, device: out.pcm)
             }
+            c.supersede()
             c.next = (c.allocateGeneration(), decoder.info)
             c.lastQueuedNext = c.next!.generation
             applyLevel(c)
@@ -849,19 +872,25 @@ final class Semaphore: @unchecked Sendable {
 // MARK: - What the reader reports (ReaderLoop calls these holding no lock)
 
 extension PlaybackEngine: ReaderHost {
-    func readerHeardNext(generation: UInt64) -> (ended: String, endedGeneration: UInt64, started: TrackInfo)? {
+    func readerHeardNext(generation: UInt64, info: TrackInfo) -> (ended: String, endedGeneration: UInt64, started: TrackInfo)? {
         control.withLock { c in
-            guard let n = c.next, n.generation == generation, let old = c.track else { return nil }
+            guard let old = c.track, c.transport.state != .stopped else { return nil }
             let oldGeneration = c.generation
-            c.track = n.info
-            c.generation = n.generation
-            c.next = nil
+            if let n = c.next, n.generation == generation {
+                c.next = nil
+            } else {
+                // Replaced or cleared too late: heard all the same.
+                guard c.supersededNext.contains(generation) else { return nil }
+            }
+            c.supersededNext.removeAll()
+            c.track = info
+            c.generation = generation
             c.loop = nil
             c.corruptPackets = 0
             c.pendingPosition = 0
-            c.replayGain = ReplayGainInfo(tags: n.info.tags)
+            c.replayGain = ReplayGainInfo(tags: info.tags)
             applyLevel(c)
-            return (old.path, oldGeneration, n.info)
+            return (old.path, oldGeneration, info)
         }
     }
 

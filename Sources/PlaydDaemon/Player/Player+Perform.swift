@@ -140,15 +140,14 @@ extension Player {
         let path = try admit(given)
         if NetworkInput.isStreamURL(path) {
             openStream(path, entry: nil, at: at, atSeconds: atSeconds)
-        } else if let s = atSeconds {
-            cancelStreamOpening()
-            try engine.play(path: path, fromSeconds: s)
-        } else if let f = at {
-            cancelStreamOpening()
-            try engine.play(path: path, from: f)
         } else {
+            let decoder = try openedFile(path)
             cancelStreamOpening()
-            try engine.play(path: path)
+            if let s = atSeconds {
+                try engine.play(decoder: decoder, fromSeconds: s)
+            } else {
+                try engine.play(decoder: decoder, from: at)
+            }
         }
         // A file played by path is outside the queue.
         queue.setCurrent(nil)

@@ -192,7 +192,9 @@ extension Player {
             }
             do {
                 let gapless = try engine.setNext(path: e.path, crossfadeFor: crossfadeRule())
-                pendingNext = (e.id, gapless, gapless ? engine.lastQueuedNextGeneration : nil)
+                let generation = gapless ? engine.lastQueuedNextGeneration : nil
+                pendingNext = (e.id, gapless, generation)
+                if let g = generation { handedOut = Array((handedOut + [(g, e.id)]).suffix(8)) }
                 return
             } catch where error.code == .notPlaying {
                 // The current track ended meanwhile (a short one, or an unpaced output):
@@ -209,11 +211,18 @@ extension Player {
         try? engine.setNext(path: nil)
     }
 
-    /// An engine `trackStarted` after a gapless change: when it is the entry queued to
-    /// follow, it is current now.
-    func queueTrackStarted(_ info: TrackInfo) {
-        guard let p = pendingNext, p.gapless, let i = queue.index(ofID: p.id), queue.entries[i].path == info.path else { return }
-        pendingNext = nil
+    /// An engine `gaplessTransition`: the entry handed out for that stream is current
+    /// now (the one queued to follow, or one replaced too late to be taken back), if it
+    /// is still in the queue.
+    func queueTrackStarted(generation: UInt64) {
+        guard let k = handedOut.lastIndex(where: { $0.generation == generation }) else { return }
+        let h = handedOut[k]
+        // Taken in: that stream is the queue's to show now (and nothing handed out
+        // before it will be heard any more).
+        handedOut.removeFirst(k + 1)
+        guard let i = queue.index(ofID: h.id) else { return }
+        // The engine's next is still the one queued after it, unless it was this one.
+        if pendingNext?.generation == generation { pendingNext = nil }
         let before = queue.count
         queue.advance(to: i)
         reportedSkips.removeAll()

@@ -57,6 +57,11 @@ public final class Player: @unchecked Sendable {
     /// `generation`: the engine's for a gapless one (``PlaybackEngine/Status/generation``
     /// says when it is heard; the control thread hears of it from an event, later).
     var pendingNext: (id: Int, gapless: Bool, generation: UInt64?)?
+    /// The queue entries handed to the engine to follow gaplessly, by the engine's
+    /// generation for them, newest last (8), until the join to them is taken in: one
+    /// replaced too late to be taken back is heard all the same, and its entry becomes
+    /// the current one. Control thread.
+    var handedOut: [(generation: UInt64, id: Int)] = []
 
     /// The queue entries being heard and to follow it, by what the engine plays: the
     /// current entry, or the one queued to follow once the engine plays its frames. The
@@ -64,7 +69,8 @@ public final class Player: @unchecked Sendable {
     /// two showed the next track's position under the old song (MPD's `elapsed` went
     /// back to 0.036 with the same `songid`). Control thread.
     public func heardEntries(_ s: PlaybackEngine.Status) -> (current: Int?, next: Int?) {
-        if let n = pendingNext, n.gapless, let g = n.generation, s.generation == g, let i = queue.index(ofID: n.id) {
+        if let h = handedOut.last(where: { $0.generation == s.generation }), h.id != queue.currentEntry?.id,
+           let i = queue.index(ofID: h.id) {
             return (i, s.state == .stopped ? nil : queue.successor(of: i))
         }
         guard s.state != .stopped else { return (queue.current, nil) }
@@ -116,6 +122,11 @@ public final class Player: @unchecked Sendable {
     /// in: the sessions resumed in that turn take them (``flush()`` drops them, so a
     /// session that hung up meanwhile leaves nothing behind). Control thread.
     var collectedSources: [[String]: Result<QueueSources.Collected, any Error>] = [:]
+    /// Local files being opened for `play` off the control thread, with when each
+    /// began, and the opens done, kept until the end of the turn they arrived in
+    /// (Player+Open.swift). Control thread.
+    var openingFiles: [String: UInt64] = [:]
+    var openedFiles: [String: Result<Handoff<AudioDecoder>, StreamError>] = [:]
     /// Network stream opens (connect and probe), off the control thread.
     let opener = SerialWorker(name: "playd-open")
     /// The stream being opened now, if any (Player+Stream.swift). Control thread.
@@ -241,6 +252,7 @@ public final class Player: @unchecked Sendable {
     /// work of that turn. Control thread.
     public func flush() {
         collectedSources.removeAll()
+        openedFiles.removeAll()
         if stateDirty { writeState() }
         guard !pendingChanges.isEmpty || !pendingEvents.isEmpty else { return }
         let (c, e) = (pendingChanges, pendingEvents)
@@ -295,9 +307,9 @@ public final class Player: @unchecked Sendable {
         case .error(let err):
             emit(.error(code: err.code.name, message: err.message))
             if err.code == .outputFailed { outputLost(err) }
-        case .gaplessTransition(_, let to):
+        case .gaplessTransition(_, _, let generation):
             // The `track_end` and `track` events went out already; the queue moves on.
-            queueTrackStarted(to)
+            queueTrackStarted(generation: generation)
         case .loopWrapped(let pass, let remaining): emit(.loopWrapped(passes: pass, remaining: remaining))
         case .announcementStarted, .announcementEnded: announcementEvent(e)
         case .outputChanged(let name):
@@ -317,6 +329,7 @@ public final class Player: @unchecked Sendable {
         }
         outputRecoveryTick()
         libraryTick()
+        fileOpenTick()
     }
 
     // MARK: - Views

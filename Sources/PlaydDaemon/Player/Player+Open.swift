@@ -1,0 +1,59 @@
+import CoreStream
+
+/// `play PATH` of a local file opens it off the control thread (issue 38): FFmpeg's
+/// open, probe and exact-length tail decode read the file, and on a hung FUSE or NFS
+/// mount that read never returns. On the control thread it stopped every client and
+/// the watchdog killed playd. The request waits instead (``PlayerError/Code/workPending``,
+/// as a folder `add` does) while the other clients are served, and is answered when the
+/// file has opened, when it could not, or after ``fileOpenTimeoutSeconds``.
+extension Player {
+    /// How long a `play` waits for its file to open before it is answered `timed_out`.
+    /// The thread reading it cannot be stopped (a thread in a FUSE request waits for the
+    /// answer, for any program); what it opens late is dropped.
+    static let fileOpenTimeoutSeconds: UInt64 = 30
+    /// Opens in flight at once: each one stuck on a hung mount keeps its thread.
+    static let maxFileOpens = 8
+
+    /// The decoder for `path` once it has opened off this thread; throws `workPending`
+    /// until then (the session asks again when ``resumeParked`` runs), and the open's
+    /// typed error after. Control thread.
+    func openedFile(_ path: String) throws -> AudioDecoder {
+        if let done = openedFiles.removeValue(forKey: path) { return try done.get().value }
+        if openingFiles[path] == nil {
+            guard openingFiles.count < Self.maxFileOpens else {
+                throw PlayerError(.stream(.timedOut), "\(path): \(Self.maxFileOpens) files are still opening (a hung disk or network mount?); try again later")
+            }
+            openingFiles[path] = monotonicNanoseconds()
+            let post = self.post
+            let started = PThread.detached(name: "playd-open-file") {
+                let result = Result { () throws(StreamError) in Handoff(try AudioDecoder(path: path)) }
+                post { [weak self] in self?.fileOpened(path, result) }
+            }
+            if !started {
+                // No thread to be had (a thread limit): open here, as before.
+                openingFiles[path] = nil
+                return try AudioDecoder(path: path)
+            }
+        }
+        throw PlayerError(.workPending, "playing \(path): waiting for the file to open")
+    }
+
+    /// An open finished: its result waits for the sessions resumed in this turn
+    /// (``flush()`` drops it after). One that timed out meanwhile is dropped.
+    func fileOpened(_ path: String, _ result: Result<Handoff<AudioDecoder>, StreamError>) {
+        guard openingFiles.removeValue(forKey: path) != nil else { return }
+        openedFiles[path] = result
+        resumeParked()
+    }
+
+    /// Answers the opens that have waited too long with `timed_out`. From ``tick()``.
+    func fileOpenTick() {
+        let now = monotonicNanoseconds()
+        for (path, since) in openingFiles where now &- since > Self.fileOpenTimeoutSeconds * 1_000_000_000 {
+            openingFiles[path] = nil
+            openedFiles[path] = .failure(StreamError(.timedOut, "\(path): the file did not open within \(Self.fileOpenTimeoutSeconds) s (a hung disk or network mount?)"))
+            logger.warning("a file did not open in time", metadata: ["track.path": "\(path)"])
+            resumeParked()
+        }
+    }
+}
