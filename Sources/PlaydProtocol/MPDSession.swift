@@ -42,9 +42,19 @@ public final class MPDSession: LineSession {
         public init(lines: [String], binary: [UInt8]? = nil) { self.lines = lines; self.binary = binary }
         public init(arrayLiteral lines: String...) { self.lines = lines }
 
-        /// The bytes on the wire, before the closing `OK`/`list_OK`.
+        /// The bytes on the wire, before the closing `OK`/`list_OK`. Every line is
+        /// outside text somewhere (tags, file names, ICY titles, error messages naming
+        /// them): a control character in it is sent as a space, as MPD blanks them in
+        /// values. A newline in a radio's title or a file's name went out as is, and the
+        /// `OK` after it ended the reply early for every client (issue 39). Bytes, not
+        /// characters: UTF-8 never puts a byte under 0x80 inside a multi-byte character.
         var bytes: [UInt8] {
-            var out = Array(lines.map { $0 + "\n" }.joined().utf8)
+            var out: [UInt8] = []
+            out.reserveCapacity(lines.reduce(0) { $0 + $1.utf8.count + 1 })
+            for line in lines {
+                for b in line.utf8 { out.append(b < 0x20 || b == 0x7F ? 0x20 : b) }
+                out.append(0x0A)
+            }
             if let b = binary {
                 out += Array("binary: \(b.count)\n".utf8)
                 out += b

@@ -34,13 +34,13 @@ struct Update: ParsableCommand {
 /// One song per line: `Artist — Album — 03 Title (3:45)  /path`.
 enum SongView {
     static func render(_ s: JSON) -> String {
-        let artist = s["artist"]?.stringValue ?? "?"
-        let album = s["album"]?.stringValue ?? "?"
-        var title = s["title"]?.stringValue ?? String((s["file"]?.stringValue ?? "").split(separator: "/").last ?? "")
+        let artist = s["artist"]?.shown ?? "?"
+        let album = s["album"]?.shown ?? "?"
+        var title = s["title"]?.shown ?? String((s["file"]?.shown ?? "").split(separator: "/").last ?? "")
         if let t = s["track"]?.numberValue { title = (t < 10 ? "0" : "") + "\(Int(t)) " + title }
         var line = "\(artist) — \(album) — \(title)"
         if let d = s["duration"]?.numberValue { line += " (\(formatClock(d)))" }
-        return line + "  " + (s["file"]?.stringValue ?? "")
+        return line + "  " + (s["file"]?.shown ?? "")
     }
 
     static func printSongs(_ r: JSON, _ connection: Connection, added: Bool) {
@@ -91,7 +91,7 @@ struct List: ParsableCommand {
         var fields: [(String, JSON)] = [("what", .string(what.rawValue))]
         if let a = artist { fields.append(("artist", .string(a))) }
         let r = try connection.send("list", fields)
-        if !connection.json { for v in r[what.rawValue]?.arrayValue ?? [] { print(v.stringValue ?? "") } }
+        if !connection.json { for v in r[what.rawValue]?.arrayValue ?? [] { print(v.shown ?? "") } }
     }
 }
 
@@ -104,7 +104,7 @@ struct Ls: ParsableCommand {
         if let p = path { fields.append(("path", .string(p))) }  // relative: to the first music root
         let r = try connection.send("ls", fields)
         guard !connection.json else { return }
-        for d in r["directories"]?.arrayValue ?? [] { print((d.stringValue ?? "") + "/") }
+        for d in r["directories"]?.arrayValue ?? [] { print((d.shown ?? "") + "/") }
         for s in r["songs"]?.arrayValue ?? [] { print(SongView.render(s)) }
     }
 }
@@ -138,10 +138,10 @@ struct Playlists: ParsableCommand {
     func run() throws {
         if let n = name {
             let r = try connection.send("playlist", [("name", .string(n))])
-            if !connection.json { for f in r["files"]?.arrayValue ?? [] { print(f.stringValue ?? "") } }
+            if !connection.json { for f in r["files"]?.arrayValue ?? [] { print(f.shown ?? "") } }
         } else {
             let r = try connection.send("playlists", [])
-            if !connection.json { for p in r["playlists"]?.arrayValue ?? [] { print(p["name"]?.stringValue ?? "") } }
+            if !connection.json { for p in r["playlists"]?.arrayValue ?? [] { print(p["name"]?.shown ?? "") } }
         }
     }
 }
@@ -161,13 +161,13 @@ struct Current: ParsableCommand {
     var format = "[%name%: &[%artist% - ]%title%]|%name%|[%artist% - ]%title%|%file%"
     func run() throws {
         let s = try connection.send("status")
-        guard !connection.json, let file = s["file"]?.stringValue else { return }
+        guard !connection.json, let file = s["file"]?.shown else { return }
         var fields: [String: String] = ["file": file]
-        for key in ["artist", "title", "album", "genre", "date"] { fields[key] = s[key]?.stringValue }
-        fields["albumartist"] = s["album_artist"]?.stringValue
+        for key in ["artist", "title", "album", "genre", "date"] { fields[key] = s[key]?.shown }
+        fields["albumartist"] = s["album_artist"]?.shown
         for key in ["track", "disc"] { if let n = s[key]?.numberValue { fields[key] = String(Int(n)) } }
         if let d = s["duration"]?.numberValue { fields["time"] = formatClock(d) }
-        fields["name"] = s["stream"]?["station"]?.stringValue
+        fields["name"] = s["stream"]?["station"]?.shown
         if let i = s["queue"]?["current"]?.numberValue { fields["position"] = String(Int(i) + 1) }
         if let id = s["queue"]?["current_id"]?.numberValue { fields["id"] = String(Int(id)) }
         print(MPCFormat.render(format, fields) ?? "")

@@ -107,8 +107,8 @@ struct Connection: ParsableArguments {
         }
         if reply["ok"]?.boolValue != true {
             if json { print(reply.text) }
-            let code = reply["error"]?["code"]?.stringValue ?? "error"
-            let message = reply["error"]?["message"]?.stringValue ?? reply.text
+            let code = reply["error"]?["code"]?.shown ?? "error"
+            let message = reply["error"]?["message"]?.shown ?? reply.text
             fail("\(code): \(message)", code: 1)
         }
         if json { print(reply.text) }
@@ -309,8 +309,8 @@ struct Queue: ParsableCommand {
         if connection.json { return }
         for e in r["queue"]?.arrayValue ?? [] {
             let mark = e["current"]?.boolValue == true ? ">" : " "
-            let title = e["title"]?.stringValue ?? String((e["file"]?.stringValue ?? "?").split(separator: "/").last ?? "?")
-            let artist = e["artist"]?.stringValue.map { "\($0) — " } ?? ""
+            let title = e["title"]?.shown ?? String((e["file"]?.shown ?? "?").split(separator: "/").last ?? "?")
+            let artist = e["artist"]?.shown.map { "\($0) — " } ?? ""
             let dur = e["duration"]?.numberValue.map(formatClock) ?? "?:??"
             print("\(mark)\(position(e["index"])). [\(Int(e["entry"]?.numberValue ?? 0))] \(artist)\(title) (\(dur))")
         }
@@ -556,10 +556,10 @@ struct Cover: ParsableCommand {
     func run() throws {
         let r = try connection.send("cover")
         if connection.json { return }
-        guard let c = r["cover"], !c.isNull, let data = c["data"]?.stringValue, let bytes = Base64.decode(data) else {
+        guard let c = r["cover"], !c.isNull, let data = c["data"]?.shown, let bytes = Base64.decode(data) else {
             fail("the track has no embedded cover art", code: 1)
         }
-        let mime = c["mime"]?.stringValue ?? ""
+        let mime = c["mime"]?.shown ?? ""
         let path = out ?? (mime == "image/png" ? "cover.png" : "cover.jpg")
         guard let f = PathBytes.withCPath(path, { fopen($0, "wb") }) else { fail("\(path): \(String(cString: strerror(errno)))", code: 1) }
         let written = bytes.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, f) }
@@ -603,16 +603,16 @@ enum OutputView {
 
     /// `snapcast  fifo  on   writing   48000:16:2  written 1.2 M  dropped 0  (fifo:/tmp/snapfifo)`
     static func render(_ o: JSON) -> String {
-        var line = pad(o["name"]?.stringValue ?? "?", 10)
-        line += " " + pad(o["kind"]?.stringValue ?? "?", 5)
+        var line = pad(o["name"]?.shown ?? "?", 10)
+        line += " " + pad(o["kind"]?.shown ?? "?", 5)
         line += " " + (o["enabled"]?.boolValue == true ? "on " : "off")
-        line += " " + pad(o["state"]?.stringValue ?? "?", 9)
-        line += " " + (o["format"]?.stringValue ?? "-")
+        line += " " + pad(o["state"]?.shown ?? "?", 9)
+        line += " " + (o["format"]?.shown ?? "-")
         if let w = o["frames_written"]?.numberValue, let d = o["frames_dropped"]?.numberValue {
             line += "  written \(Int(w)) dropped \(Int(d)) frames"
         }
-        line += "  (\(o["spec"]?.stringValue ?? ""))"
-        if let e = o["error"]?.stringValue { line += "\n  error: \(e)" }
+        line += "  (\(o["spec"]?.shown ?? ""))"
+        if let e = o["error"]?.shown { line += "\n  error: \(e)" }
         return line
     }
 }
@@ -624,21 +624,21 @@ struct Status: ParsableCommand {
         let s = try connection.send("status")
         if connection.json { return }
         print(StatusView.render(s))
-        if let a = s["announcing"], !a.isNull, let source = a["source"]?.stringValue {
+        if let a = s["announcing"], !a.isNull, let source = a["source"]?.shown {
             let waiting = Int(a["waiting"]?.numberValue ?? 0)
-            print("announcing: \(source) (\(a["mode"]?.stringValue ?? "duck"))" + (waiting > 0 ? ", \(waiting) waiting" : ""))
+            print("announcing: \(source) (\(a["mode"]?.shown ?? "duck"))" + (waiting > 0 ? ", \(waiting) waiting" : ""))
         }
         // Stopped with a queue: where it stands and what `play` would start (as mpc
         // shows the queue position).
-        if s["file"]?.stringValue == nil, let length = s["queue"]?["length"]?.numberValue, length > 0 {
+        if s["file"]?.shown == nil, let length = s["queue"]?["length"]?.numberValue, length > 0 {
             let q = try connection.send("queue")
             let entries = q["queue"]?.arrayValue ?? []
             let nextID = s["queue"]?["next_id"]?.numberValue ?? s["queue"]?["current_id"]?.numberValue
             let next = entries.first { $0["entry"]?.numberValue == nextID } ?? entries.first
             var line = "queue: \(Int(length)) \(length == 1 ? "entry" : "entries")"
             if let n = next {
-                let title = n["title"]?.stringValue ?? String((n["file"]?.stringValue ?? "?").split(separator: "/").last ?? "?")
-                line += "; next: \(position(n["index"])). \(n["artist"]?.stringValue.map { "\($0) — " } ?? "")\(title)"
+                let title = n["title"]?.shown ?? String((n["file"]?.shown ?? "?").split(separator: "/").last ?? "?")
+                line += "; next: \(position(n["index"])). \(n["artist"]?.shown.map { "\($0) — " } ?? "")\(title)"
             }
             print(line)
         }
@@ -648,10 +648,10 @@ struct Status: ParsableCommand {
 enum StatusView {
     static func render(_ s: JSON) -> String {
         var lines: [String] = []
-        let state = s["state"]?.stringValue ?? "?"
-        guard let file = s["file"]?.stringValue else { return "stopped" }
-        let title = s["title"]?.stringValue ?? String(file.split(separator: "/").last ?? Substring(file))
-        lines.append([s["artist"]?.stringValue, title].compactMap { $0 }.joined(separator: " — "))
+        let state = s["state"]?.shown ?? "?"
+        guard let file = s["file"]?.shown else { return "stopped" }
+        let title = s["title"]?.shown ?? String(file.split(separator: "/").last ?? Substring(file))
+        lines.append([s["artist"]?.shown, title].compactMap { $0 }.joined(separator: " — "))
         let pos = s["position"]?.numberValue ?? 0
         let dur = s["duration"]?.numberValue
         var bar = ""
@@ -664,7 +664,7 @@ enum StatusView {
         let live = stream?["live"]?.boolValue == true
         lines.append("[\(state)] \(formatClock(pos)) / \(live ? "live" : dur.map(formatClock) ?? "?:??")\(bar)")
         if let st = stream {
-            var line = "stream: \(st["station"]?.stringValue ?? file)"
+            var line = "stream: \(st["station"]?.shown ?? file)"
             if let n = st["reconnecting"]?.numberValue { line += " (reconnecting, attempt \(Int(n)))" }
             lines.append(line)
         }
@@ -675,27 +675,27 @@ enum StatusView {
             if let left = l["remaining"]?.numberValue { line += ", \(Int(left)) left" }
             lines.append(line)
         }
-        if s["direction"]?.stringValue == "reverse" { lines.append("direction: reverse") }
+        if s["direction"]?.shown == "reverse" { lines.append("direction: reverse") }
         if let q = s["queue"], let n = q["length"]?.numberValue, n > 0 {
             let pos = q["current"]?.numberValue.map { "\(Int($0) + 1)/" } ?? ""
             var opts: [String] = []
-            if let r = q["repeat"]?.stringValue, r != "off" { opts.append(r == "one" ? "repeat one" : "repeat") }
+            if let r = q["repeat"]?.shown, r != "off" { opts.append(r == "one" ? "repeat one" : "repeat") }
             if q["shuffle"]?.boolValue == true { opts.append("shuffle") }
             if q["consume"]?.boolValue == true { opts.append("consume") }
             lines.append("queue: \(pos)\(Int(n))" + (opts.isEmpty ? "" : " (" + opts.joined(separator: ", ") + ")"))
         }
-        if let a = s["album"]?.stringValue {
-            lines.append("album: \(a)" + (s["date"]?.stringValue.map { " (\($0))" } ?? ""))
+        if let a = s["album"]?.shown {
+            lines.append("album: \(a)" + (s["date"]?.shown.map { " (\($0))" } ?? ""))
         }
         if let v = s["volume"]?.numberValue {
             var line = "volume: \(Int(v))" + (s["muted"]?.boolValue == true ? " (muted)" : "")
             if let rg = s["replay_gain"], let db = rg["applied_db"]?.numberValue {
-                line += ", ReplayGain \(rg["mode"]?.stringValue ?? "") \(db >= 0 ? "+" : "")\((db * 100).rounded() / 100) dB"
+                line += ", ReplayGain \(rg["mode"]?.shown ?? "") \(db >= 0 ? "+" : "")\((db * 100).rounded() / 100) dB"
             }
             lines.append(line)
         }
         if let o = s["output"], !o.isNull {
-            lines.append("output: \(o["device"]?.stringValue ?? "?") \(o["format"]?.stringValue ?? "") \(o["sample_rate"]?.numberValue.map { Int($0) } ?? 0) Hz")
+            lines.append("output: \(o["device"]?.shown ?? "?") \(o["format"]?.shown ?? "") \(o["sample_rate"]?.numberValue.map { Int($0) } ?? 0) Hz")
         }
         return lines.joined(separator: "\n")
     }
@@ -719,22 +719,22 @@ struct Watch: ParsableCommand {
     }
 
     func describe(_ e: JSON) -> String {
-        switch e["event"]?.stringValue ?? "" {
-        case "state": return "state: \(e["state"]?.stringValue ?? "?")"
-        case "track": return "track: \(e["file"]?.stringValue ?? "?")"
-        case "track_end": return "ended: \(e["file"]?.stringValue ?? "?")"
+        switch e["event"]?.shown ?? "" {
+        case "state": return "state: \(e["state"]?.shown ?? "?")"
+        case "track": return "track: \(e["file"]?.shown ?? "?")"
+        case "track_end": return "ended: \(e["file"]?.shown ?? "?")"
         case "position": return "position: \(formatClock(e["position"]?.numberValue ?? 0))"
         case "underrun": return "underruns: \(Int(e["underruns"]?.numberValue ?? 0))"
         case "loop_wrapped": return "loop pass \(Int(e["passes"]?.numberValue ?? 0))"
-        case "direction": return "direction: \(e["direction"]?.stringValue ?? "?")"
-        case "skipped": return "skipped \(e["file"]?.stringValue ?? "?"): \(e["code"]?.stringValue ?? "?"): \(e["message"]?.stringValue ?? "")"
+        case "direction": return "direction: \(e["direction"]?.shown ?? "?")"
+        case "skipped": return "skipped \(e["file"]?.shown ?? "?"): \(e["code"]?.shown ?? "?"): \(e["message"]?.shown ?? "")"
         case "queue": return "queue: \(Int(e["length"]?.numberValue ?? 0)) entries"
         case "volume": return "volume: \(Int(e["volume"]?.numberValue ?? 0))" + (e["muted"]?.boolValue == true ? " (muted)" : "")
-        case "error": return "error: \(e["code"]?.stringValue ?? "?"): \(e["message"]?.stringValue ?? "")"
-        case "buffering": return "buffering: \(e["file"]?.stringValue ?? "?")"
-        case "metadata": return "title: \(e["stream_title"]?.stringValue ?? "")"
-        case "reconnecting": return "reconnecting (attempt \(Int(e["attempt"]?.numberValue ?? 0))): \(e["cause"]?.stringValue ?? "")"
-        case "reconnected": return "reconnected: \(e["file"]?.stringValue ?? "?")"
+        case "error": return "error: \(e["code"]?.shown ?? "?"): \(e["message"]?.shown ?? "")"
+        case "buffering": return "buffering: \(e["file"]?.shown ?? "?")"
+        case "metadata": return "title: \(e["stream_title"]?.shown ?? "")"
+        case "reconnecting": return "reconnecting (attempt \(Int(e["attempt"]?.numberValue ?? 0))): \(e["cause"]?.shown ?? "")"
+        case "reconnected": return "reconnected: \(e["file"]?.shown ?? "?")"
         default: return e.text
         }
     }
@@ -747,4 +747,19 @@ struct Ping: ParsableCommand {
         try connection.send("ping")
         if !connection.json { print("pong") }
     }
+}
+
+extension JSON {
+    /// A string from the daemon as a terminal may show it: tags, file names and radio
+    /// titles are outside text, and a control character in one (an escape sequence that
+    /// clears the screen, a newline that fakes a line) is shown as U+FFFD. `--json`
+    /// prints the reply itself, where JSON's escapes keep them harmless (issue 39).
+    var shown: String? {
+        guard let s = stringValue else { return nil }
+        guard s.unicodeScalars.contains(where: Self.isControl) else { return s }
+        return String(String.UnicodeScalarView(s.unicodeScalars.map { Self.isControl($0) ? "\u{FFFD}" : $0 }))
+    }
+
+    /// C0 and C1 controls and DEL.
+    static func isControl(_ u: Unicode.Scalar) -> Bool { u.value < 0x20 || (0x7F...0x9F).contains(u.value) }
 }

@@ -69,6 +69,8 @@ public final class MusicLibrary: @unchecked Sendable {
         public var unreadable: [String] = []
         public var tagErrors = 0
         public var skippedLinks = 0
+        /// Names with a control character in them, left out.
+        public var skippedNames = 0
         public var seconds = 0.0
     }
 
@@ -322,6 +324,9 @@ public final class MusicLibrary: @unchecked Sendable {
                 while let e = readdir(d) {
                     let name = PathBytes.name(of: e)
                     if name.hasPrefix(".") { continue }  // ., .., hidden files (as MPD)
+                    // A name with a control character (`a\nOK\nb.mp3`) is left out, as MPD
+                    // leaves it out: no client could name it back, and listings blank it.
+                    if name.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) { report.skippedNames += 1; continue }
                     let full = dir + "/" + name
                     var lst = stat()
                     guard PathBytes.lstat(full, &lst) == 0 else { continue }

@@ -48,7 +48,7 @@ extension MPDCommands {
         }
         if p.libraryJob != 0 { lines.append("updating_db: \(p.libraryJob)") }
         // MPD's `error:` line, which mpc prints as "ERROR: …": the output is gone.
-        if let loss = p.outputLoss { lines.append("error: \(String(loss.error.message.map { $0 == "\n" ? " " : $0 }))") }
+        if let loss = p.outputLoss { lines.append("error: \(loss.error.message)") }
         return lines
     }
 
@@ -87,7 +87,7 @@ extension MPDCommands {
         if let f = info.format { lines.append("Format: \(f)") }
         for (name, keys) in tagTypes {
             if let v = keys.lazy.compactMap({ info.tags[$0] }).first, !v.isEmpty {
-                lines.append("\(name): \(String(v.map { $0 == "\n" || $0 == "\r" ? " " : $0 }))")
+                lines.append("\(name): \(v)")  // control characters: blanked on the way out (MPDSession.Reply)
             }
         }
         if let d = info.duration { lines += ["Time: \(Int(d.rounded()))", "duration: \(decimals(d))"] }
