@@ -238,11 +238,13 @@ public final class MPDSession: LineSession {
             return SessionOutput(close: true)  // MPD drops a connection whose line does not start with a command
         }
         if command == "idle" {
-            var wanted = Set(words.dropFirst())
-            if let bad = wanted.first(where: { !Self.subsystems.contains($0) }) {
+            // The first unknown name in the client's order, as MPD names it (a Set's
+            // order named a different one in each process).
+            if let bad = words.dropFirst().first(where: { !Self.subsystems.contains($0) }) {
                 return SessionOutput(ack(Failure(.arg, "Unrecognized idle event: \(bad)"), index: 0, command: "idle"))
             }
             if !authorized { return SessionOutput(ack(Failure(.permission, "you don't have permission for \"idle\""), index: 0, command: "idle")) }
+            var wanted = Set(words.dropFirst())
             if wanted.isEmpty { wanted = Self.subsystems }
             let ready = pending.intersection(wanted)
             if !ready.isEmpty { return SessionOutput(take(wanted) + "OK\n") }

@@ -392,6 +392,35 @@ struct HostileInputTests {
         #expect(try JSON.parse(String(contentsOfFile: d.stateFile, encoding: .utf8))["file"] == .string(Self.track))
     }
 
+    /// Deleting the song playing when it is the last one, with repeat on, goes on with
+    /// the first song (as MPD 0.23 does); without repeat it stops.
+    @Test(arguments: [true, false])
+    func deletingTheLastSongPlayingWithRepeatGoesOnFromTheFirst(_ repeats: Bool) throws {
+        let d = try DaemonHarness(output: "null", name: "delete-last-\(repeats)")
+        try d.start()
+        let files = try (1...3).map { i -> String in
+            let path = d.dir + "/t\(i).flac"
+            try FileManager.default.copyItem(atPath: Self.track, toPath: path)
+            return path
+        }
+        #expect(d.request("add", ("paths", .array(files.map(JSON.string))))?["ok"] == .bool(true))
+        func mpc(_ args: String...) throws -> String {
+            let r = try Shell.run(["timeout", "20", "mpc", "-h", d.dir + "/mpd.sock"] + args)
+            #expect(r.status == 0, "mpc \(args): \(r.stderr)")
+            return String(decoding: r.stdout, as: UTF8.self)
+        }
+        _ = try mpc("repeat", repeats ? "on" : "off")
+        _ = try mpc("play", "3")
+        _ = try mpc("del", "3")
+        let status = try mpc("status")
+        if repeats {
+            #expect(status.contains("[playing] #1/2"), "\(status)")
+            #expect(d.request("status")?["file"]?.stringValue == files[0])
+        } else {
+            #expect(!status.contains("[playing]"), "\(status)")
+        }
+    }
+
     /// SIGHUP applies every key that can change live: `streams.allowed_hosts` admits a
     /// host it did not before, and refuses one it admitted (a reload used to keep all
     /// six `streams.*` keys while it logged "config reloaded"). A restart-only key that

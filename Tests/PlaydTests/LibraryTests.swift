@@ -49,6 +49,29 @@ struct LibraryTests {
         return songs
     }
 
+    /// MPD's `Last-Modified:` of an indexed song is its file's mtime as `date -u -r`
+    /// prints it (the index keeps nanoseconds, and they were printed as seconds:
+    /// `1068291701-01-00T01:50:58Z` for a file of 2026).
+    @Test func lastModifiedIsTheFilesTime() throws {
+        let (h, music, _) = try harness()
+        try h.start()
+        #expect((waitForScan(h) ?? 0) > 0)
+        let c = try LineClient(path: h.dir + "/mpd.sock")
+        _ = c.readLine(timeoutMillis: 10_000)
+        #expect(c.send("listallinfo"))
+        var pairs: [(String, String)] = []
+        var file: String?
+        while let line = c.readLine(timeoutMillis: 10_000), line != "OK" {
+            if line.hasPrefix("file: ") { file = String(line.dropFirst(6)) }
+            if line.hasPrefix("Last-Modified: "), let f = file { pairs.append((f, String(line.dropFirst(15)))); file = nil }
+        }
+        #expect(!pairs.isEmpty)
+        for (f, modified) in pairs {
+            let r = try Shell.run(["date", "-u", "-r", music + "/" + f, "+%Y-%m-%dT%H:%M:%SZ"])
+            #expect(modified + "\n" == String(decoding: r.stdout, as: UTF8.self), "\(f)")
+        }
+    }
+
     /// Starts an update and returns its `finished` event.
     func updateAndWait(_ h: DaemonHarness) throws -> JSON {
         let events = try LineClient(path: h.socket)

@@ -116,6 +116,8 @@ struct MPDDifferentialTests {
         Session("single 2"),
         Session("single oneshot", "status"),
         Session("idle bogus"),
+        // Several unknown names: MPD names the first (a Set named any of them, issue 39).
+        Session("idle zeta player alpha mixer beta"),
         Session("idle", "noidle"),
         Session("noidle", "ping"),
         Session("currentsong"),

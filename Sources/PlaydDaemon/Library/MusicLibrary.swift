@@ -23,7 +23,9 @@ public struct LibrarySong: Sendable, Equatable {
     public var channels: Int?
     /// Why the tags could not be read (the file is still listed, by its name).
     public var error: String?
-    /// Modification time when indexed, seconds since 1970.
+    /// Modification time when indexed, seconds since 1970 (the index keeps nanoseconds,
+    /// to notice a change within a second; MPD's `Last-Modified:` printed them as
+    /// seconds, year 1068291701, issue 39).
     public var modified: Int? = nil
     /// The decoded sample width ("16", "24", "f"), as ``ProbedTrack/sampleWidth``.
     public var width: String? = nil
@@ -410,7 +412,7 @@ public final class MusicLibrary: @unchecked Sendable {
                                        track: s.int(7).map { Int($0) }, disc: s.int(8).map { Int($0) },
                                        duration: s.double(9), codec: s.text(10),
                                        sampleRate: s.int(11).map { Int($0) }, channels: s.int(12).map { Int($0) },
-                                       error: s.text(13), modified: s.int(14).map { Int($0) }, width: s.text(15)))
+                                       error: s.text(13), modified: s.int(14).map { Int($0 / 1_000_000_000) }, width: s.text(15)))
             }
             return out
         } catch {

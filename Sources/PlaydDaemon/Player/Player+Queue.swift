@@ -43,8 +43,16 @@ extension Player {
         let current = queue.current
         for i in r.reversed() { queue.remove(at: i) }
         if let c = current, r.contains(c), engine.status().state != .stopped {
-            // As MPD: removing the entry playing goes on with the one after the range.
-            if r.lowerBound < queue.count { try playEntry(r.lowerBound) } else { engine.stop() }
+            // As MPD: removing the entry playing goes on with the one after the range; at
+            // the end of the queue, with repeat on, with the first (the shuffle's first).
+            if r.lowerBound < queue.count {
+                try playEntry(r.lowerBound)
+            } else if queue.repeats, queue.count > 0 {
+                queue.setCurrent(nil)
+                try playEntry(queue.successor(of: nil, manual: true) ?? 0)
+            } else {
+                engine.stop()
+            }
         }
         queueChanged()
     }
