@@ -93,10 +93,14 @@ public struct DaemonConfig: Sendable, Equatable {
     public var connectionTimeout = 60
     /// `limits.max_queue_length`: entries in the queue (MPD's `max_playlist_length`).
     public var maxQueueLength = 16_384
-    /// `limits.max_playlist_size`: bytes of an M3U/PLS file read for `add`/`load`.
-    public var maxPlaylistBytes = 4 << 20
-    /// `limits.max_playlist_entries`: entries taken from one playlist file.
-    public var maxPlaylistEntries = 10_000
+    /// `limits.max_playlist_size`: bytes of an M3U/PLS file read for `add`/`load`: a
+    /// full queue saved (16,384 entries) with paths of 500 bytes.
+    public var maxPlaylistBytes = 8 << 20
+    /// `limits.max_playlist_entries`: entries taken from one playlist file; at least
+    /// the queue's length (unset, it is that), so a queue saved can always be loaded:
+    /// it was 10,000, and a 12,000-song queue could not be saved (issue 39).
+    public var maxPlaylistEntries = 16_384
+    private var playlistEntriesSet = false
     /// `mpd.max_command_list_size`: KiB of one MPD command list (MPD's default 2048).
     public var maxCommandListKiB = 2048
     /// `streams.enabled`: http(s) URLs are played and queued.
@@ -247,7 +251,7 @@ public struct DaemonConfig: Sendable, Equatable {
             case "limits.connection_timeout": connectionTimeout = try int(1...86_400)
             case "limits.max_queue_length": maxQueueLength = try int(1...1_000_000)
             case "limits.max_playlist_size": maxPlaylistBytes = try int(1024...(256 << 20))
-            case "limits.max_playlist_entries": maxPlaylistEntries = try int(1...1_000_000)
+            case "limits.max_playlist_entries": maxPlaylistEntries = try int(1...1_000_000); playlistEntriesSet = true
             case "mpd.max_command_list_size": maxCommandListKiB = try int(1...(1 << 20))
             case "streams.enabled": streamsEnabled = try bool()
             case "streams.allowed_hosts": streamHosts = try strings().map { $0.lowercased() }
@@ -268,6 +272,10 @@ public struct DaemonConfig: Sendable, Equatable {
         }
         guard streamPrefillKiB <= streamBufferKiB else {
             throw Error(message: "\(path): streams.prefill_kib (\(streamPrefillKiB)) must not exceed streams.buffer_kib (\(streamBufferKiB))")
+        }
+        if !playlistEntriesSet { maxPlaylistEntries = maxQueueLength }
+        guard maxPlaylistEntries >= maxQueueLength else {
+            throw Error(message: "\(path): limits.max_playlist_entries (\(maxPlaylistEntries)) must be at least limits.max_queue_length (\(maxQueueLength)): a full queue could be saved but not loaded")
         }
     }
 

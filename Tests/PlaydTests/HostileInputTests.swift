@@ -392,6 +392,64 @@ struct HostileInputTests {
         #expect(try JSON.parse(String(contentsOfFile: d.stateFile, encoding: .utf8))["file"] == .string(Self.track))
     }
 
+    /// MPD's `readpicture`, `albumart` and `load` of a path outside the music roots give
+    /// the same answer whether it exists or not, as the JSON side does: they said
+    /// `[4@0]` for a file that exists and `[50@0]` for one that does not.
+    @Test func mpdTellsNothingOfWhatExistsOutsideTheRoots() throws {
+        let d = try DaemonHarness(extraConfig: "[library]\nmusic_roots = [\"$DIR/music\"]", output: "null")
+        try FileManager.default.createDirectory(atPath: d.dir + "/music", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: d.dir + "/outside", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: Self.track, toPath: d.dir + "/outside/secret.flac")
+        try FileManager.default.copyItem(atPath: Self.track, toPath: d.dir + "/music/song.flac")
+        try d.start()
+        let c = try LineClient(path: d.dir + "/mpd.sock")
+        _ = c.readLine(timeoutMillis: 10_000)
+        func ask(_ line: String) -> String {
+            _ = c.send(line)
+            var last = ""
+            while let l = c.readLine(timeoutMillis: 10_000) {
+                last = l
+                if l == "OK" || l.hasPrefix("ACK") { break }
+            }
+            // The code and the command; the message names the path asked for.
+            return last.hasPrefix("ACK") ? String(last.prefix { $0 != "}" }) : last
+        }
+        for command in ["readpicture \"%@\" 0", "albumart \"%@\" 0", "load \"%@\""] {
+            let there = ask(command.replacingOccurrences(of: "%@", with: d.dir + "/outside/secret.flac"))
+            let missing = ask(command.replacingOccurrences(of: "%@", with: d.dir + "/outside/missing.flac"))
+            #expect(there == missing && there.hasPrefix("ACK [4@0]"), "\(command): \(there) / \(missing)")
+        }
+        // Inside the roots a missing file is still "no such" (MPD's answer).
+        #expect(ask("load \"missing.m3u\"").hasPrefix("ACK [50@0]"))
+        #expect(ask("readpicture \"missing.flac\" 0").hasPrefix("ACK [50@0]"))
+    }
+
+    /// A queue of 12,000 songs is saved as a stored playlist and loaded again over MPD
+    /// (the playlist limit was 10,000 entries while the queue holds 16,384); a config
+    /// whose playlist limit is under the queue's is refused, naming both keys.
+    @Test func aQueueSavedCanBeLoadedAgain() throws {
+        let d = try DaemonHarness(output: "null")
+        try d.start()
+        // In requests of 500 paths (a JSON request line is at most 64 KiB).
+        for _ in 0..<24 {
+            #expect(d.request("add", ("paths", .array(Array(repeating: JSON.string(Self.track), count: 500))))?["ok"] == .bool(true))
+        }
+        func mpc(_ args: String...) throws -> (Int32, String) {
+            let r = try Shell.run(["timeout", "60", "mpc", "-h", d.dir + "/mpd.sock"] + args)
+            return (r.status, String(decoding: r.stdout, as: UTF8.self) + r.stderr)
+        }
+        var (st, out) = try mpc("save", "big")
+        #expect(st == 0, "mpc save: \(out)")
+        (st, out) = try mpc("clear")
+        (st, out) = try mpc("load", "big")
+        #expect(st == 0, "mpc load: \(out)")
+        #expect(d.request("status")?["queue"]?["length"]?.numberValue == 12_000)
+        #expect(d.terminate().status == 0)
+        let bad = try DaemonHarness(extraConfig: "[limits]\nmax_queue_length = 20000\nmax_playlist_entries = 15000", output: "null")
+        #expect(throws: (any Error).self) { try bad.start() }
+        #expect(bad.log.contains("limits.max_playlist_entries (15000) must be at least limits.max_queue_length (20000)"), "\(bad.log)")
+    }
+
     /// Deleting the song playing when it is the last one, with repeat on, goes on with
     /// the first song (as MPD 0.23 does); without repeat it stops.
     @Test(arguments: [true, false])

@@ -146,7 +146,7 @@ enum MPDCommands {
             if p.storedPlaylists.exists(a[0]) {
                 try p.perform(.loadPlaylist(a[0], range: r, place: .end)); return []
             }
-            let source = path(p, a[0])
+            let source = try admittedPath(p, a[0])
             var st = stat()
             guard NetworkInput.hasScheme(source) || PathBytes.stat(source, &st) == 0 else { throw Failure(.noExist, "No such playlist") }
             try p.perform(.add(sources: [source], place: .end)); return []
@@ -464,6 +464,16 @@ enum MPDCommands {
         // Any other URL (a radio, Home Assistant's TTS) is a URL, not a file under the root.
         if NetworkInput.hasScheme(uri) { return uri }
         return (root(p) ?? "") + "/" + uri
+    }
+
+    /// The file a URI names, checked against the roots before anything looks at it:
+    /// outside them the answer is the same whether or not it exists (`readpicture`,
+    /// `albumart` and `load` answered `[4@0]` for a file that exists and `[50@0]` for one
+    /// that does not, telling which files exist in, say, /root: issue 39). Inside them
+    /// a missing file is the caller's to report.
+    static func admittedPath(_ p: Player, _ uri: String) throws -> String {
+        let file = path(p, uri)
+        do { return try p.admit(file) } catch let e as StreamError where e.code == .fileNotFound { return file }
     }
 
     static func uri(_ p: Player, _ path: String) -> String {

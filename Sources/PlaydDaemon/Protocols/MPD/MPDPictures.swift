@@ -20,7 +20,7 @@ extension MPDCommands {
         let missing = Failure(.noExist, embedded ? "No such song" : "No file exists")
         // A stream has no folder and is not opened here (no network I/O on this thread).
         guard !NetworkInput.hasScheme(a[0]) else { throw missing }
-        let file = path(p, a[0])
+        let file = try admittedPath(p, a[0])
         if embedded {
             var st = stat()
             guard PathBytes.stat(file, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { throw missing }
