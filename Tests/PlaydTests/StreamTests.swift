@@ -183,6 +183,29 @@ struct StreamTests {
         #expect(h.terminate().status == 0)
     }
 
+    /// `streams.allowed_hosts` holds after a redirect: a queue entry on an allowed host
+    /// that redirects to another host (`localhost`, another name for the same server) is
+    /// skipped as `stream_not_allowed`, a redirect within the allowed host plays. Before,
+    /// only the first URL was checked and the 302 was followed anywhere.
+    @Test func aRedirectToAHostNotAllowedIsRefused() throws {
+        let h = try DaemonHarness(extraConfig: "[streams]\nallowed_hosts = [\"127.0.0.1\"]")
+        let served = h.dir + "/www"
+        try FileManager.default.createDirectory(atPath: served, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: Fixtures.named("flac-44100-2.flac").path, toPath: served + "/tone.flac")
+        let web = try TestHTTPServer.start(serving: served)
+        try h.start()
+        let events = try Self.subscribe(h)
+        let away = "http://127.0.0.1:\(web.port)/away/localhost/tone.flac"
+        let within = "http://127.0.0.1:\(web.port)/redirect/1/tone.flac"
+        #expect(h.request("add", ("paths", .array([.string(away), .string(within)])))?["ok"] == .bool(true))
+        #expect(h.request("play", ("index", .number(0)))?["ok"] == .bool(true))
+        let skipped = Self.waitEvent(events, "skipped")
+        #expect(skipped?["code"]?.stringValue == "stream_not_allowed" && skipped?["file"]?.stringValue == away,
+                "\(skipped?.text ?? "no skipped event")")
+        #expect(Self.waitEvent(events, "track") { $0["file"]?.stringValue == within } != nil, "the redirect within the host did not play")
+        #expect(h.terminate().status == 0)
+    }
+
     /// A server that accepts and never answers: control goes on meanwhile (status says
     /// `buffering`, `playctl` answers), and the open ends in `timed_out`.
     @Test func aServerThatNeverAnswersStallsNothing() throws {

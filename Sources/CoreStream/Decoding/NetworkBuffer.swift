@@ -98,6 +98,13 @@ final class NetworkBuffer: @unchecked Sendable {
         guard ret >= 0, let io = pb else {
             throw NetworkInput.error(url, ret, interrupt: interrupt, call: "avio_open2")
         }
+        do throws(StreamError) {
+            try NetworkInput.checkRedirect(io, url: url, options: options)
+        } catch {
+            var p: UnsafeMutablePointer<AVIOContext>? = io
+            avio_closep(&p)
+            throw error
+        }
         source = io
         size = avio_size(io)
         stationName = NetworkBuffer.stationName(io)

@@ -36,6 +36,9 @@ public struct StreamOptions: Sendable {
     public var onPrefill: (@Sendable (Int) -> Void)?
     /// Cancels an open or a read in progress from another thread (a newer request).
     public var cancel: StreamCancel?
+    /// `streams.allowed_hosts` (empty: any): the host a connection ends at, after the
+    /// redirects FFmpeg followed, must be one (``NetworkInput/hostAllowed(_:_:)``).
+    public var allowedHosts: [String] = []
     public init() {}
 }
 
@@ -106,6 +109,29 @@ public enum NetworkInput {
         return rest.isEmpty ? nil : rest.lowercased()
     }
 
+    /// Whether `host` is in `hosts` (`streams.allowed_hosts`; empty: every host): the
+    /// same name, or under an entry that starts with a dot (`.example.net`).
+    public static func hostAllowed(_ host: String, _ hosts: [String]) -> Bool {
+        hosts.isEmpty || hosts.contains { $0 == host || ($0.hasPrefix(".") && host.hasSuffix($0)) }
+    }
+
+    /// Refuses a connection that FFmpeg's http protocol redirected to a host
+    /// `streams.allowed_hosts` does not allow: a 302 from an allowed host to any other
+    /// was followed, and played (issue 39). FFmpeg 5.1 follows up to 8 redirects inside
+    /// `avio_open2` with no hook per hop: the scheme of each hop is held by the protocol
+    /// allow-list (no `file:`), the host of the last one is checked here, after the
+    /// fact. (The hops between were connected to: checking each needs a transport that
+    /// stops at each redirect.)
+    static func checkRedirect(_ io: UnsafeMutablePointer<AVIOContext>, url: String, options: StreamOptions) throws(StreamError) {
+        guard let raw = cffmpeg_avio_option(io, "location") else { return }
+        defer { av_free(raw) }
+        let final = String(cString: raw)
+        guard final != url else { return }
+        guard isStreamURL(final), let host = host(final), hostAllowed(host, options.allowedHosts) else {
+            throw StreamError(.streamNotAllowed, "\(url): the server redirected to \(final.prefix(512)), whose host is not in streams.allowed_hosts")
+        }
+    }
+
     static let interruptCallback: @convention(c) (UnsafeMutableRawPointer?) -> Int32 = { opaque in
         guard let opaque else { return 0 }
         return Unmanaged<StreamInterrupt>.fromOpaque(opaque).takeUnretainedValue().shouldAbort ? 1 : 0
@@ -170,6 +196,7 @@ public enum NetworkInput {
         let ret = withExtendedLifetime(interrupt) { avio_open2(&pb, url, AVIO_FLAG_READ, &cb, &dict) }
         guard ret >= 0, let io = pb else { throw error(url, ret, interrupt: interrupt, call: "avio_open2") }
         defer { withExtendedLifetime(interrupt) { _ = avio_closep(&pb) } }
+        try checkRedirect(io, url: url, options: options)
         var out: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16_384)
         while true {

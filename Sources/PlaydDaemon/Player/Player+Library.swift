@@ -97,7 +97,7 @@ struct SourceAdmission: Sendable {
         guard let host = NetworkInput.host(url), !url.contains(where: { $0.isWhitespace || $0.asciiValue.map { $0 < 0x20 } == true }) else {
             throw PlayerError(.badRequest, "\(url): not a URL playd can open")
         }
-        if !streamHosts.isEmpty && !streamHosts.contains(where: { $0 == host || ($0.hasPrefix(".") && host.hasSuffix($0)) }) {
+        if !NetworkInput.hostAllowed(host, streamHosts) {
             throw PlayerError(.stream(.streamNotAllowed), "\(url): the host \(host) is not in streams.allowed_hosts")
         }
         return url

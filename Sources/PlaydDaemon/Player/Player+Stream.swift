@@ -24,6 +24,7 @@ extension Player {
         o.reconnectAttempts = config.streamReconnects
         o.bufferBytes = config.streamBufferKiB * 1024
         o.prefillBytes = config.streamPrefillKiB * 1024
+        o.allowedHosts = config.streamHosts
         o.cancel = cancel
         return o
     }
