@@ -80,4 +80,47 @@ struct FramingTests {
         #expect(qst == 0 && !queue.contains("\u{1B}") && queue.split(separator: "\n").count == 3, "playctl queue: \(queue)")
         #expect(h.terminate().status == 0)
     }
+
+    /// A reply larger than a client's unsent-output cap (1 MiB) is sent whole: a queue
+    /// of 8,000 songs with long tags (about 4 MB listed) goes to mpc, to python-mpd2
+    /// (with a command pipelined after it on the same connection) and to `playctl
+    /// queue`. Before, the cap closed the connection in the middle of the reply.
+    @Test func aQueueLargerThanOneMebibyteIsListedWhole() throws {
+        let h = try DaemonHarness(output: "null")
+        let song = h.dir + "/long.flac"
+        let title = String(repeating: "A long title ", count: 30)
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=d=1", "-metadata", "title=\(title)", "-metadata", "artist=\(title)", "-c:a", "flac", song])
+        try h.start()
+        for _ in 0..<16 {
+            #expect(h.request("add", ("paths", .array(Array(repeating: JSON.string(song), count: 500))))?["ok"] == .bool(true))
+        }
+        let (st, out) = try Self.mpc(h, "playlist")
+        #expect(st == 0 && out.split(separator: "\n").count == 8_000, "mpc playlist: \(out.suffix(300))")
+        let script = """
+            import socket, sys
+            from mpd import MPDClient
+            c = MPDClient()
+            c.connect(sys.argv[1])
+            print(len(c.playlistinfo()), c.status()["playlistlength"])
+            # Pipelined: both commands written at once, then both replies read.
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(sys.argv[1])
+            s.recv(100)
+            s.sendall(b"playlistinfo\\nping\\n")
+            data = b""
+            while not data.endswith(b"\\nOK\\nOK\\n"):
+                chunk = s.recv(1 << 16)
+                if not chunk:
+                    break
+                data += chunk
+            lines = data.split(b"\\n")
+            print(len(data) > (1 << 20), lines.count(b"OK"), sum(1 for l in lines if l.startswith(b"file: ")))
+            """
+        let py = try Shell.run(["/usr/bin/python3", "-c", script, h.dir + "/mpd.sock"])
+        #expect(String(decoding: py.stdout, as: UTF8.self) == "8000 8000\nTrue 2 8000\n", "python: \(String(decoding: py.stdout, as: UTF8.self)) \(py.stderr.suffix(500))")
+        let (qst, queue, qerr) = try h.playctl("queue")
+        #expect(qst == 0 && queue.split(separator: "\n").count == 8_000, "playctl queue: \(qerr)")
+        #expect(h.request("ping")?["ok"] == .bool(true))
+        #expect(h.terminate().status == 0)
+    }
 }

@@ -15,8 +15,10 @@ import Glibc
 /// Limits keep one client from hurting others (defaults in ``Limits``):
 /// - a request line is at most ``maxLineBytes`` (longer: `line_too_long`, the rest of
 ///   the line is discarded; MPD: the connection is closed);
-/// - a client's unsent output is at most ``maxPendingBytes`` (more: the client is cut
-///   off, as a stuck reader would otherwise grow memory);
+/// - a reply is sent whole, whatever its size, to a client that has read what came
+///   before it (at most ``maxPendingBytes`` unread); more unread, or more than
+///   ``maxTotalPendingBytes`` unsent over all clients, and the client is cut off, as a
+///   stuck reader would otherwise grow memory;
 /// - at most ``Limits/maxConnections`` connections per listener and
 ///   ``Limits/maxConnectionsPerPeer`` per user (uid; TCP: per address) over all of
 ///   them; more are told why and closed;
@@ -39,7 +41,14 @@ public final class ControlServer: @unchecked Sendable {
     // thread in `run()`; those two are a Mutex and an Atomic.
 
     public static let maxLineBytes = 64 * 1024
+    /// What a client may leave unread before a new reply or event cuts it off.
     public static let maxPendingBytes = 1 << 20
+    /// Unsent output of all clients together. A reply may be larger than
+    /// `maxPendingBytes`: a queue of 16,384 tagged songs is 2–3 MB (MPD 0.23 answered
+    /// 1.1 MB for 8,000; its own cap per client is 8 MiB), and the cap on one reply cut
+    /// the connection instead (issue 39). 64 MiB keeps a hundred clients that ask for
+    /// it and never read well inside the unit's MemoryMax (256M).
+    public static let maxTotalPendingBytes = 64 << 20
     public static let maxClients = 1024
     /// Lines handled per client per turn of the loop.
     static let linesPerTurn = 32
@@ -136,6 +145,10 @@ public final class ControlServer: @unchecked Sendable {
             self.fd = fd; self.listener = listener; self.peerKey = peerKey; self.session = session
         }
         var pending: Int { output.count - outputOffset }
+        /// More than half of ``ControlServer/maxPendingBytes`` unread: its next request
+        /// waits until it reads (a client that pipelines `status` after a 2 MB listing
+        /// is not cut off for it; one that never reads gets nothing more run for it).
+        var backedUp: Bool { pending > ControlServer.maxPendingBytes / 2 }
         /// Unhandled input bytes.
         var buffered: Int { input.count - inputStart }
         var hasCompleteLine: Bool { input[inputStart...].contains(0x0A) }
@@ -334,12 +347,12 @@ public final class ControlServer: @unchecked Sendable {
                 let c = clients[fd]!
                 // Input is read while it can be handled: a held or busy client, or one
                 // with a turn's worth buffered, waits (TCP pushes back on the sender).
-                let wantInput = c.holdUntil <= now && !c.busy && !c.parked && c.buffered <= Self.maxLineBytes
+                let wantInput = c.holdUntil <= now && !c.busy && !c.parked && !c.backedUp && c.buffered <= Self.maxLineBytes
                 fds.append(pollfd(fd: fd, events: (wantInput ? Int16(POLLIN) : 0) | (c.pending > 0 ? Int16(POLLOUT) : 0), revents: 0))
                 if c.holdUntil > now { timeout = min(timeout, Int64((c.holdUntil - now) / 1_000_000) + 1) }
                 // Work waiting: poll without sleeping (not for a closing client, whose
                 // lines are never handled: that would spin until it is dropped).
-                if !c.closing && (c.busy || (!c.parked && c.holdUntil <= now && c.hasCompleteLine)) { timeout = 0 }
+                if !c.closing && !c.backedUp && (c.busy || (!c.parked && c.holdUntil <= now && c.hasCompleteLine)) { timeout = 0 }
                 if let due = c.session.nextTickDue { timeout = min(timeout, max(0, Int64(due) - Int64(now)) / 1_000_000) }
             }
             for until in restingUntil.values where until > now { timeout = min(timeout, Int64((until - now) / 1_000_000) + 1) }
@@ -355,7 +368,9 @@ public final class ControlServer: @unchecked Sendable {
                 guard let c = clients[fd] else { continue }
                 let re = fds[i + base].revents
                 if re & Int16(POLLIN | POLLHUP | POLLERR) != 0 { readFrom(c) }
-                if c.busy, !c.closing {
+                if c.backedUp {
+                    // Nothing more is run for it until it reads.
+                } else if c.busy, !c.closing {
                     apply(c, c.session.resume())
                 } else if c.holdUntil <= t0 && !c.parked {
                     handleInput(c)
@@ -520,7 +535,7 @@ public final class ControlServer: @unchecked Sendable {
     /// Handles up to ``linesPerTurn`` complete lines of `c`'s input.
     private func handleInput(_ c: ClientContext) {
         var handled = 0
-        while handled < Self.linesPerTurn, !c.closing, !c.busy, !c.parked, c.holdUntil <= monotonicNanoseconds() {
+        while handled < Self.linesPerTurn, !c.closing, !c.busy, !c.parked, !c.backedUp, c.holdUntil <= monotonicNanoseconds() {
             guard let nl = c.input[c.inputStart...].firstIndex(of: 0x0A) else {
                 if c.buffered > Self.maxLineBytes {
                     c.input.removeAll()
@@ -585,7 +600,8 @@ public final class ControlServer: @unchecked Sendable {
 
     private func enqueueRaw(_ c: ClientContext, _ bytes: [UInt8]) {
         guard !c.closing else { return }
-        if c.pending + bytes.count > Self.maxPendingBytes {
+        if c.pending > Self.maxPendingBytes
+            || (bytes.count > Self.maxPendingBytes / 16 && totalPending() + bytes.count > Self.maxTotalPendingBytes) {
             droppedSlowClients.add(1, ordering: .relaxed)
             c.closing = true
             c.output.removeAll()
@@ -613,6 +629,10 @@ public final class ControlServer: @unchecked Sendable {
         c.output.removeAll(keepingCapacity: c.output.capacity <= Self.retainedBufferBytes)
         c.outputOffset = 0
     }
+
+    /// Unsent bytes of all clients (counted for large replies only: a walk over the
+    /// clients, 1,024 at most).
+    private func totalPending() -> Int { clients.values.reduce(0) { $0 + $1.pending } }
 
     private func drop(_ c: ClientContext) {
         close(c.fd)
