@@ -313,6 +313,9 @@ struct HostileInputTests {
     @Test func passwordGuessingIsThrottled() throws {
         let d = try DaemonHarness(extraConfig: "[mpd]\npassword = \"right\"", output: "null")
         try d.start()
+        // A connection opened before the failures is held with the peer's others.
+        let early = try LineClient(path: d.dir + "/mpd.sock")
+        #expect(early.readLine(timeoutMillis: 10_000)?.hasPrefix("OK MPD") == true)
         let mpd = try LineClient(path: d.dir + "/mpd.sock")
         #expect(mpd.readLine(timeoutMillis: 10_000)?.hasPrefix("OK MPD") == true)
         _ = mpd.send(String(repeating: "password \"wrong\"\n", count: 20), newline: false)
@@ -322,6 +325,10 @@ struct HostileInputTests {
             acks += 1
         }
         #expect(acks == 5, "the 5th wrong password closes the connection")
+        let t1 = Date()
+        _ = early.send("password \"wrong\"")
+        #expect(early.readLine(timeoutMillis: 30_000)?.hasPrefix("ACK [3@0]") == true)
+        #expect(Date().timeIntervalSince(t1) >= 3.9, "a connection opened before the failures waits the peer's hold too")
         // The peer has 5 failures: its next connection waits 4 s before its first line.
         let again = try LineClient(path: d.dir + "/mpd.sock")
         #expect(again.readLine(timeoutMillis: 10_000)?.hasPrefix("OK MPD") == true)

@@ -590,7 +590,12 @@ public final class ControlServer: @unchecked Sendable {
             if peerAuthFailures.count > 4096 {
                 peerAuthFailures = peerAuthFailures.filter { now &- $0.value.last <= 600_000_000_000 }
             }
-            c.holdUntil = now + Self.authHold(f.count)
+            // Every connection of that peer is held, not only this one: connections
+            // opened before the failures each had their guesses answered at once (60
+            // connections × 5 guesses: 64 answered; issue 39). One guess per hold per
+            // peer, however many connections it holds open.
+            let until = now + Self.authHold(f.count)
+            for other in clients.values where other.peerKey == c.peerKey { other.holdUntil = max(other.holdUntil, until) }
             if c.authFailures >= Self.maxAuthFailuresPerConnection { c.closing = true }
         }
     }
