@@ -206,6 +206,30 @@ struct StreamTests {
         #expect(h.terminate().status == 0)
     }
 
+    /// A server that claims a Content-Length of 10^12 (with byte ranges) for a short
+    /// MP3: the length is unknown (an estimate past a week is not taken), not
+    /// 62,499,999 s, and the file plays. Over MPD `status` has no `duration:` line.
+    @Test func aLengthOfATerabyteIsNoDuration() throws {
+        let h = try DaemonHarness(output: "null")
+        let served = h.dir + "/www"
+        try FileManager.default.createDirectory(atPath: served, withIntermediateDirectories: true)
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=d=20", "-c:a", "libmp3lame", "-b:a", "128k", "-write_xing", "0", served + "/t.mp3"])
+        let web = try TestHTTPServer.start(serving: served)
+        try h.start()
+        let url = "http://127.0.0.1:\(web.port)/huge/t.mp3"
+        #expect(h.request("play", ("url", .string(url)))?["ok"] == .bool(true))
+        #expect(h.waitFor(seconds: 20) { h.request("status")?["state"]?.stringValue == "playing" })
+        let s = try #require(h.request("status"))
+        #expect(s["duration"]?.isNull == true, "\(s.text)")
+        let mpd = try LineClient(path: h.dir + "/mpd.sock")
+        _ = mpd.readLine(timeoutMillis: 10_000)
+        #expect(mpd.send("status"))
+        var lines: [String] = []
+        while let l = mpd.readLine(timeoutMillis: 10_000), l != "OK" { lines.append(l) }
+        #expect(!lines.contains { $0.hasPrefix("duration: ") } && lines.contains("state: play"), "\(lines)")
+        #expect(h.terminate().status == 0)
+    }
+
     /// A server that accepts and never answers: control goes on meanwhile (status says
     /// `buffering`, `playctl` answers), and the open ends in `timed_out`.
     @Test func aServerThatNeverAnswersStallsNothing() throws {

@@ -980,6 +980,9 @@ public final class AudioDecoder {
     /// decoded once: the end of the last frame is the exact length (the codec trims MP3
     /// and Opus end padding; MP4 edit lists give the clamp), and packets ending well
     /// before the stated end mean the file is truncated.
+    /// The longest length taken from an estimate (the bitrate and the size): a week.
+    static let longestEstimateSeconds: Int64 = 7 * 86_400
+
     private func measure() throws(StreamError) -> (frames: Int64?, isEstimate: Bool) {
         guard let fmt = formatContext else { return (nil, true) }
         guard try decodeNextFrame() else {
@@ -992,9 +995,11 @@ public final class AudioDecoder {
         let estimated = fmt.pointee.duration_estimation_method == AVFMT_DURATION_FROM_BITRATE
         let streamDuration = stream.pointee.duration
         if estimated || streamDuration == FFmpegCall.noPTS || streamDuration <= 0 {
+            // An estimate past a week is a header's word, not a length: a server's
+            // Content-Length of 10^12 made it 62,499,999 s (issue 39). Unknown instead.
             if fmt.pointee.duration > 0,
                let frames = FrameTime.checkedRescale(fmt.pointee.duration, Int64(rate), Int64(AV_TIME_BASE)),
-               frames <= FrameTime.maxFrames {
+               frames <= FrameTime.maxFrames, frames / Int64(rate) <= Self.longestEstimateSeconds {
                 return (frames, true)
             }
             return (nil, true)

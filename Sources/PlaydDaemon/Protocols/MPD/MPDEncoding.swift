@@ -38,8 +38,9 @@ extension MPDCommands {
             let elapsed = s.positionSeconds
             let duration = t.isLive ? 0 : t.durationSeconds ?? 0
             lines += ["time: \(Int(elapsed.rounded())):\(Int(duration.rounded()))", "elapsed: \(decimals(elapsed))"]
-            // A live stream has no duration line (as MPD).
-            if !t.isLive { lines.append("duration: \(decimals(duration))") }
+            // A live stream, or any track whose length is unknown, has no duration line
+            // (as MPD: it prints one only for a positive duration).
+            if !t.isLive, let d = t.durationSeconds, d > 0 { lines.append("duration: \(decimals(d))") }
             lines.append("bitrate: \((t.bitRate ?? 0) / 1000)")
             if let o = s.output {
                 let bits = o.sampleFormat == .float32 ? "f" : o.sampleFormat == .int32 ? "32" : "16"
