@@ -457,6 +457,26 @@ struct HostileInputTests {
         #expect(bad.log.contains("limits.max_playlist_entries (15000) must be at least limits.max_queue_length (20000)"), "\(bad.log)")
     }
 
+    /// 300 cancels sent at once for one announcement: one is answered ok, the others
+    /// `not_playing` (all were ok, though one announcement ended).
+    @Test func manyCancelsEndOneAnnouncementOnce() throws {
+        let d = try DaemonHarness(output: "null")
+        let clip = d.dir + "/clip.flac"
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=d=5", "-ac", "2", "-c:a", "flac", clip])
+        try d.start()
+        let c = try LineClient(path: d.socket)
+        #expect(c.request(.obj(("id", .int(0)), ("cmd", .string("announce")), ("path", .string(clip))))?["ok"] == .bool(true))
+        #expect(d.waitFor { d.request("status")?["announcing"]?.isNull == false })
+        let lines = (1...300).map { #"{"id":\#($0),"cmd":"announce","cancel":true}"# }.joined(separator: "\n")
+        #expect(c.send(lines))
+        var ok = 0, refused: [String] = []
+        for _ in 1...300 {
+            guard let line = c.readLine(timeoutMillis: 30_000), let r = try? JSON.parse(line) else { break }
+            if r["ok"] == .bool(true) { ok += 1 } else { refused.append(r["error"]?["code"]?.stringValue ?? "?") }
+        }
+        #expect(ok == 1 && refused.count == 299 && Set(refused) == ["not_playing"], "ok \(ok), refused \(Set(refused))")
+    }
+
     /// Deleting the song playing when it is the last one, with repeat on, goes on with
     /// the first song (as MPD 0.23 does); without repeat it stops.
     @Test(arguments: [true, false])

@@ -69,7 +69,9 @@ extension PlaybackEngine {
     @discardableResult
     public func cancelAnnouncement() -> Bool {
         voiceControl.withLock { v in
-            guard v.thread != nil, !v.finished.isSet else { return false }
+            // Once per announcement: one already told to go is going (300 cancels in 30 ms
+            // all answered ok for the one announcement they ended, issue 39).
+            guard v.thread != nil, !v.finished.isSet, shared.voice.cancel.load(ordering: .relaxed) != v.id else { return false }
             shared.voice.cancel.store(v.id, ordering: .relaxed)
             // A URL still connecting (up to its timeout) or being read gives way.
             for c in v.cancels { c.cancel() }
