@@ -1,3 +1,4 @@
+import CoreStream
 import CoreStreamTestSupport
 import Foundation
 import PlaydProtocol
@@ -13,7 +14,7 @@ struct FuzzCorpusTests {
         return ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).sorted().map { dir + "/" + $0 }
     }
 
-    @Test("the corpora are there", arguments: ["json", "mpd"])
+    @Test("the corpora are there", arguments: ["json", "mpd", "icy", "headers"])
     func corpusExists(target: String) {
         #expect(Self.corpus(target).count >= 8)
     }
@@ -28,5 +29,17 @@ struct FuzzCorpusTests {
     func mpd(path: String) throws {
         let data = try Data(contentsOf: URL(fileURLWithPath: path))
         data.withUnsafeBytes { FuzzChecks.mpdLines($0.bindMemory(to: UInt8.self)) }
+    }
+
+    @Test("ICY StreamTitle blocks", arguments: corpus("icy"))
+    func icy(path: String) throws {
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        data.withUnsafeBytes { ICYText.fuzzStreamTitle($0.bindMemory(to: UInt8.self)) }
+    }
+
+    @Test("a radio's response headers", arguments: corpus("headers"))
+    func headers(path: String) throws {
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        data.withUnsafeBytes { ICYText.fuzzHeaders($0.bindMemory(to: UInt8.self)) }
     }
 }

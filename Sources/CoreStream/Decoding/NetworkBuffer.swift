@@ -288,14 +288,7 @@ final class NetworkBuffer: @unchecked Sendable {
     static func stationName(_ io: UnsafeMutablePointer<AVIOContext>) -> String? {
         guard let raw = cffmpeg_avio_option(io, "icy_metadata_headers") else { return nil }
         defer { av_free(raw) }
-        for line in String(cString: raw).split(whereSeparator: { $0 == "\n" || $0 == "\r" }) {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            if line[..<colon].lowercased() == "icy-name" {
-                let v = line[line.index(after: colon)...].trimmingCharacters(in: " \t")
-                return v.isEmpty ? nil : String(v.prefix(512))
-            }
-        }
-        return nil
+        return ICYText.stationName(headers: String(cString: raw))
     }
 }
 

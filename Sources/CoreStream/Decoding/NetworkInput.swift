@@ -252,29 +252,9 @@ public enum NetworkInput {
         buffer(of: ctx)?.stationName
     }
 
-    /// `StreamTitle='Artist - Title';StreamUrl='…';` → `Artist - Title`. The value ends
-    /// at the first `';` (titles may hold quotes); at most 512 characters are kept.
-    public static func parseStreamTitle(_ block: String) -> String? {
-        guard let start = block.firstRange(of: "StreamTitle='") else { return nil }
-        let rest = block[start.upperBound...]
-        let value = rest.firstRange(of: "';").map { rest[..<$0.lowerBound] } ?? rest.dropLast(rest.hasSuffix("'") ? 1 : 0)
-        let title = value.trimmingCharacters(in: " \t\0")
-        return title.isEmpty ? nil : String(title.prefix(512))
-    }
+    /// See ``ICYText/streamTitle(_:)``.
+    public static func parseStreamTitle(_ block: String) -> String? { ICYText.streamTitle(block) }
 
-    /// "Artist - Title" → (artist, title); a title without " - " is all title.
-    public static func splitTitle(_ s: String) -> (artist: String?, title: String) {
-        guard let r = s.firstRange(of: " - ") else { return (nil, s) }
-        let a = s[..<r.lowerBound].trimmingCharacters(in: " "), t = s[r.upperBound...].trimmingCharacters(in: " ")
-        return a.isEmpty || t.isEmpty ? (nil, s) : (a, t)
-    }
-}
-
-extension Substring {
-    func trimmingCharacters(in set: String) -> String {
-        var s = self[...]
-        while let f = s.first, set.contains(f) { s = s.dropFirst() }
-        while let l = s.last, set.contains(l) { s = s.dropLast() }
-        return String(s)
-    }
+    /// See ``ICYText/splitTitle(_:)``.
+    public static func splitTitle(_ s: String) -> (artist: String?, title: String) { ICYText.splitTitle(s) }
 }
