@@ -65,6 +65,12 @@ public final class MPDSession: LineSession {
     }
 
     public static let protocolVersion = "0.23.5"
+    /// The order MPD lists `changed:` lines in: its idle flags' bit order (IdleFlags:
+    /// database first, partition last). Sorted by name they came out as `options,
+    /// player, playlist` where MPD says `playlist, player, options` (issue 42).
+    static let idleOrder = ["database", "stored_playlist", "playlist", "player", "mixer", "output", "options", "update",
+                            "sticker", "subscription", "message", "neighbor", "mount", "partition"]
+
     /// The subsystems `idle` knows.
     public static let subsystems: Set<String> = ["database", "update", "stored_playlist", "playlist", "player", "mixer",
                                                  "output", "options", "partition", "sticker", "subscription", "message"]
@@ -284,7 +290,7 @@ public final class MPDSession: LineSession {
     private func take(_ wanted: Set<String>) -> String {
         let ready = pending.intersection(wanted)
         pending.subtract(ready)
-        return ready.sorted().map { "changed: \($0)\n" }.joined()
+        return Self.idleOrder.filter(ready.contains).map { "changed: \($0)\n" }.joined()
     }
 
     private func run(_ words: [String]) -> Result<[UInt8], Failure> {

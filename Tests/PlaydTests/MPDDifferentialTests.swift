@@ -116,6 +116,9 @@ struct MPDDifferentialTests {
         Session("single 2"),
         Session("single oneshot", "status"),
         Session("idle bogus"),
+        // Several subsystems at once: MPD lists them in its own order (playlist, mixer,
+        // options), not by name (issue 42).
+        Session("add flac-44100-2.flac", "setvol 50", "random 1", "random 0", "setvol 100", "idle"),
         // Several unknown names: MPD names the first (a Set named any of them, issue 39).
         Session("idle zeta player alpha mixer beta"),
         Session("idle", "noidle"),
@@ -402,6 +405,59 @@ struct MPDDifferentialTests {
         for (s, why) in Self.knownDifferences {
             #expect(try Self.replies(d.dir + "/mpd.sock", s) != (try Self.replies(mpd.socket, s)),
                     "\(s) now answers as MPD does (\(why)): move it to the sessions that must match")
+        }
+    }
+
+    /// `status` and `currentsong` while playing and while paused, line by line against
+    /// MPD: the same keys in the same order, the same values where the two must agree
+    /// (the song, its duration to the millisecond, the decoder's `audio:` format, the
+    /// next song), and the form of the others (elapsed and time move; the bitrate is
+    /// MPD's instantaneous one; ids and versions are each server's).
+    @Test(arguments: ["play", "pause"])
+    func statusWhilePlayingIsMPDs(_ state: String) throws {
+        let music = NSTemporaryDirectory() + "playd-diff-playing-\(getpid())-\(state)"
+        try? FileManager.default.removeItem(atPath: music)
+        try FileManager.default.createDirectory(atPath: music, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: music) }
+        // A 16-bit FLAC of 59.9995 s: MPD keeps times in milliseconds (59.999).
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=d=59.9995:r=44100", "-ac", "2", "-sample_fmt", "s16", "-c:a", "flac", music + "/a.flac"])
+        try FileManager.default.copyItem(atPath: music + "/a.flac", toPath: music + "/b.flac")
+        let mpd = try RealMPD(music: music, name: "playing-\(state)")
+        defer { mpd.stop() }
+        let d = try playdOverMusic(music)
+        func run(_ socket: String) throws -> [[String]] {
+            let c = try LineClient(path: socket)
+            _ = c.readLine(timeoutMillis: 5000)
+            func ask(_ line: String) -> [String] {
+                _ = c.send(line)
+                var out: [String] = []
+                while let l = c.readLine(timeoutMillis: 5000) { if l == "OK" || l.hasPrefix("ACK") { break }; out.append(l) }
+                return out
+            }
+            _ = ask("add a.flac"); _ = ask("add b.flac"); _ = ask("play 0")
+            // Playing for real: the position has moved (a wait on the server's state).
+            let deadline = Date().addingTimeInterval(20)
+            while Date() < deadline, !(ask("status").first { $0.hasPrefix("elapsed: ") }.map { $0 != "elapsed: 0.000" } ?? false) { usleep(20_000) }
+            if state == "pause" { _ = ask("pause 1") }
+            let replies = [ask("status"), ask("currentsong")]
+            _ = ask("stop"); _ = ask("clear")
+            return replies
+        }
+        let want = try run(mpd.socket), got = try run(d.dir + "/mpd.sock")
+        func key(_ l: String) -> String { String(l.prefix { $0 != ":" }) }
+        let formats: [String: String] = ["elapsed": #"^\d+\.\d{3}$"#, "time": #"^\d+:60$"#, "bitrate": #"^\d+$"#,
+                                         "playlist": #"^\d+$"#, "songid": #"^\d+$"#, "nextsongid": #"^\d+$"#, "Id": #"^\d+$"#,
+                                         "Last-Modified": #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$"#, "volume": #"^\d+$"#]
+        for (w, g) in zip(want, got) {
+            #expect(g.map(key) == w.map(key), "keys\n  MPD:   \(w)\n  playd: \(g)")
+            for (lw, lg) in zip(w, g) where key(lw) == key(lg) {
+                let value = String(lg.dropFirst(key(lg).count + 2))
+                if let f = formats[key(lw)] {
+                    #expect(value.range(of: f, options: .regularExpression) != nil, "\(lg) is not of MPD's form (MPD: \(lw))")
+                } else {
+                    #expect(lg == lw, "MPD: \(lw), playd: \(lg)")
+                }
+            }
         }
     }
 }

@@ -31,25 +31,26 @@ extension MPDCommands {
         if let i = heard.current {
             lines += ["song: \(i)", "songid: \(queue.entries[i].id)"]
         }
-        if let n = heard.next {
-            lines += ["nextsong: \(n)", "nextsongid: \(queue.entries[n].id)"]
-        }
+        // MPD 0.23's order and forms (PlayerCommands.cxx, checked against its replies):
+        // time, elapsed, bitrate, duration (only when known), audio; times in whole
+        // milliseconds (MPD keeps them so: 59.9995 s is "59.999"), `time:` rounds them to
+        // seconds; `audio:` is the decoder's format, not the device's (a 16-bit FLAC is
+        // 44100:16:2 where the device takes floats).
         if let t = s.track, s.state != .stopped {
-            let elapsed = s.positionSeconds
-            let duration = t.isLive ? 0 : t.durationSeconds ?? 0
-            lines += ["time: \(Int(elapsed.rounded())):\(Int(duration.rounded()))", "elapsed: \(decimals(elapsed))"]
-            // A live stream, or any track whose length is unknown, has no duration line
-            // (as MPD: it prints one only for a positive duration).
-            if !t.isLive, let d = t.durationSeconds, d > 0 { lines.append("duration: \(decimals(d))") }
-            lines.append("bitrate: \((t.bitRate ?? 0) / 1000)")
-            if let o = s.output {
-                let bits = o.sampleFormat == .float32 ? "f" : o.sampleFormat == .int32 ? "32" : "16"
-                lines.append("audio: \(o.pcm.sampleRate):\(bits):\(o.pcm.channels)")
-            }
+            let elapsedMS = FrameTime.rescaleFloor(max(0, s.positionFrames), 1000, Int64(t.sampleRate))
+            let durationMS = t.isLive ? nil : t.durationFrames.map { FrameTime.rescaleFloor($0, 1000, Int64(t.sampleRate)) }
+            func roundS(_ ms: Int64) -> Int64 { (ms + 500) / 1000 }
+            lines += ["time: \(roundS(elapsedMS)):\(durationMS.map(roundS) ?? 0)", "elapsed: \(milliseconds(elapsedMS))",
+                      "bitrate: \((t.bitRate ?? 0) / 1000)"]
+            if let d = durationMS, d > 0 { lines.append("duration: \(milliseconds(d))") }
+            lines.append("audio: \(t.sampleRate):\(t.bitsPerSample.map { "\($0)" } ?? "f"):\(t.channels)")
         }
         if p.libraryJob != 0 { lines.append("updating_db: \(p.libraryJob)") }
         // MPD's `error:` line, which mpc prints as "ERROR: …": the output is gone.
         if let loss = p.outputLoss { lines.append("error: \(loss.error.message)") }
+        if let n = heard.next {
+            lines += ["nextsong: \(n)", "nextsongid: \(queue.entries[n].id)"]
+        }
         return lines
     }
 
@@ -91,7 +92,7 @@ extension MPDCommands {
                 lines.append("\(name): \(v)")  // control characters: blanked on the way out (MPDSession.Reply)
             }
         }
-        if let d = info.duration { lines += ["Time: \(Int(d.rounded()))", "duration: \(decimals(d))"] }
+        if let d = info.duration { lines += durationLines(d) }
         return lines
     }
 
@@ -105,7 +106,7 @@ extension MPDCommands {
             lines = ["file: \(uri(p, file))"]
             if let title = p.streamTitle ?? t.title { lines.append("Title: \(title)") }
             if let name = t.stationName ?? t.tags["name"] { lines.append("Name: \(name)") }
-            if let d = t.durationSeconds, !t.isLive { lines += ["Time: \(Int(d.rounded()))", "duration: \(decimals(d))"] }
+            if let d = t.durationSeconds, !t.isLive { lines += durationLines(d) }
         } else {
             lines = songLines(p, file, p.songInfo(file))
         }
@@ -229,9 +230,19 @@ extension MPDCommands {
         return files + folders + (target.isEmpty || target == "/" ? storedPlaylistLines(p) : [])
     }
 
-    static func decimals(_ v: Double) -> String {
-        let ms = Int((v * 1000).rounded())
-        return "\(ms / 1000)." + String(String(1000 + ms % 1000).dropFirst())
+    /// Whole milliseconds as MPD prints a time: `59.999`.
+    static func milliseconds(_ ms: Int64) -> String {
+        "\(ms / 1000)." + String(String(1000 + ms % 1000).dropFirst())
+    }
+
+    /// A song's `Time:` and `duration:` lines as MPD writes them: the length in whole
+    /// milliseconds (truncated, as MPD keeps it: 59.9995 s is 59.999, where rounding
+    /// said 60.000), `Time:` that rounded to seconds. (The 1e-6 keeps a length of whole
+    /// milliseconds whole after the division that made it a Double.)
+    static func durationLines(_ seconds: Double) -> [String] {
+        guard seconds.isFinite, seconds >= 0, seconds < 1e12 else { return [] }
+        let ms = Int64((seconds * 1000 + 1e-6).rounded(.down))
+        return ["Time: \((ms + 500) / 1000)", "duration: \(milliseconds(ms))"]
     }
 
     /// The library songs `find` (exact) or `search` (case-insensitive, anywhere)
