@@ -198,8 +198,43 @@ struct Play: ParsableCommand {
             guard t.direction == 0 else { throw ValidationError("--at cannot be relative") }
             fields.append(("at", .object(t.json)))
         }
+        if let file, NetworkInput.isStreamURL(file) {
+            try playStream(file, fields)
+            return
+        }
         try connection.send("play", fields)
         if !connection.json, let file { print("playing \(absolute(file))") }
+    }
+
+    /// A URL is answered at once (`buffering`) and opened off playd's control thread:
+    /// waits on the same connection, subscribed before the play, for its `track` event
+    /// (it plays) or an `error` event (a 404, a 500, a timeout), at most a minute, and
+    /// exits non-zero with the server's status in the message. It printed "playing"
+    /// and exited 0 for a 404 (issue 42).
+    func playStream(_ url: String, _ fields: [(String, JSON)]) throws {
+        let client = try connection.connect()
+        guard client.request(.obj(("id", .int(1)), ("cmd", .string("subscribe"))))?["ok"] == .bool(true),
+              let reply = client.request(.object([("id", .int(2)), ("cmd", .string("play"))] + fields)) else {
+            fail("playd closed the connection without replying", code: 5)
+        }
+        if connection.json { print(reply.text) }
+        guard reply["ok"]?.boolValue == true else {
+            fail("\(reply["error"]?["code"]?.shown ?? "error"): \(reply["error"]?["message"]?.shown ?? reply.text)", code: 1)
+        }
+        let deadline = monotonicNanoseconds() + 60_000_000_000
+        while monotonicNanoseconds() < deadline {
+            guard let line = client.readLine(timeoutMillis: 1000) else { continue }
+            guard let e = try? JSON.parse(line), let event = e["event"]?.stringValue else { continue }
+            if event == "track", e["file"]?.stringValue == url {
+                if connection.json { print(line) } else { print("playing \(JSON.string(url).shown ?? url)") }
+                return
+            }
+            if event == "error" {
+                if connection.json { print(line) }
+                fail("\(e["code"]?.shown ?? "error"): \(e["message"]?.shown ?? line)", code: 1)
+            }
+        }
+        fail("\(url): no answer from the stream within 60 s (playd goes on trying; playctl status shows it)", code: 1)
     }
 }
 

@@ -230,6 +230,27 @@ struct StreamTests {
         #expect(h.terminate().status == 0)
     }
 
+    /// `playctl play URL` waits for the outcome: a 404 or a 500 exits 1 with the code
+    /// and the HTTP status in the message (it printed "playing" and exited 0); a file
+    /// that opens prints "playing" and exits 0.
+    @Test func playctlPlayOfAURLReportsTheServersAnswer() throws {
+        let h = try DaemonHarness(output: "null")
+        let served = h.dir + "/www"
+        try FileManager.default.createDirectory(atPath: served, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: Fixtures.named("flac-44100-2.flac").path, toPath: served + "/t.flac")
+        let web = try TestHTTPServer.start(serving: served)
+        try h.start()
+        let base = "http://127.0.0.1:\(web.port)/"
+        for (path, code, status) in [("status/404", "http_not_found", "404"), ("status/500", "http_error", "500")] {
+            let (st, out, err) = try h.playctl("play", base + path)
+            #expect(st == 1 && err.contains(code) && err.contains(status) && !out.contains("playing"), "\(path): \(st) \(out) \(err)")
+        }
+        let (st, out, err) = try h.playctl("play", base + "t.flac")
+        #expect(st == 0 && out == "playing \(base)t.flac\n", "\(st) \(out) \(err)")
+        #expect(h.request("status")?["file"]?.stringValue == base + "t.flac")
+        #expect(h.terminate().status == 0)
+    }
+
     /// A server that accepts and never answers: control goes on meanwhile (status says
     /// `buffering`, `playctl` answers), and the open ends in `timed_out`.
     @Test func aServerThatNeverAnswersStallsNothing() throws {
