@@ -93,12 +93,12 @@ public struct DaemonConfig: Sendable, Equatable {
     public var connectionTimeout = 60
     /// `limits.max_queue_length`: entries in the queue (MPD's `max_playlist_length`).
     public var maxQueueLength = 16_384
-    /// `limits.max_playlist_size`: bytes of an M3U/PLS file read for `add`/`load`: a
-    /// full queue saved (16,384 entries) with paths of 500 bytes.
-    public var maxPlaylistBytes = 8 << 20
-    /// `limits.max_playlist_entries`: entries taken from one playlist file; at least
-    /// the queue's length (unset, it is that), so a queue saved can always be loaded:
-    /// it was 10,000, and a 12,000-song queue could not be saved (issue 39).
+    /// `limits.max_playlist_size`: bytes of an M3U/PLS file read for `add`/`load`.
+    public var maxPlaylistBytes = 4 << 20
+    /// `limits.max_playlist_entries`: entries taken from one playlist file (unset: the
+    /// queue's length). Stored playlists, the queue's own saves, are held to the queue's
+    /// limit instead (``Player/storedPlaylists``): with 10,000 here a 12,000-song queue
+    /// could not be saved (issue 39).
     public var maxPlaylistEntries = 16_384
     private var playlistEntriesSet = false
     /// `mpd.max_command_list_size`: KiB of one MPD command list (MPD's default 2048).
@@ -274,9 +274,6 @@ public struct DaemonConfig: Sendable, Equatable {
             throw Error(message: "\(path): streams.prefill_kib (\(streamPrefillKiB)) must not exceed streams.buffer_kib (\(streamBufferKiB))")
         }
         if !playlistEntriesSet { maxPlaylistEntries = maxQueueLength }
-        guard maxPlaylistEntries >= maxQueueLength else {
-            throw Error(message: "\(path): limits.max_playlist_entries (\(maxPlaylistEntries)) must be at least limits.max_queue_length (\(maxQueueLength)): a full queue could be saved but not loaded")
-        }
     }
 
     public static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]

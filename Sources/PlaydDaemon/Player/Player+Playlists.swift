@@ -6,10 +6,14 @@ import Glibc
 /// Stored playlists (MPD's `save`, `load`, `playlistadd`, …; `playctl save/load/
 /// playlists`): M3U files in `library.playlist_directory`. Control thread.
 extension Player {
-    /// The playlist folder with the configured caps.
+    /// The playlist folder. Its files are the queue's saves: what the queue may hold
+    /// can always be saved and loaded again, whatever `limits.max_playlist_entries`
+    /// says for playlist files given to `add` (a 12,000-song queue could not be saved
+    /// under its 10,000, issue 39); bytes up to 512 an entry.
     public var storedPlaylists: StoredPlaylists {
         StoredPlaylists(directory: config.resolvedPlaylistDirectory, root: firstMusicRoot,
-                        maxBytes: config.maxPlaylistBytes, maxEntries: config.maxPlaylistEntries)
+                        maxBytes: max(config.maxPlaylistBytes, config.maxQueueLength * 512),
+                        maxEntries: max(config.maxPlaylistEntries, config.maxQueueLength))
     }
 
     /// The folder relative names are relative to (MPD's music directory): the first
