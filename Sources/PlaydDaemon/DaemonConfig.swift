@@ -100,7 +100,6 @@ public struct DaemonConfig: Sendable, Equatable {
     /// limit instead (``Player/storedPlaylists``): with 10,000 here a 12,000-song queue
     /// could not be saved (issue 39).
     public var maxPlaylistEntries = 16_384
-    private var playlistEntriesSet = false
     /// `mpd.max_command_list_size`: KiB of one MPD command list (MPD's default 2048).
     public var maxCommandListKiB = 2048
     /// `streams.enabled`: http(s) URLs are played and queued.
@@ -141,6 +140,7 @@ public struct DaemonConfig: Sendable, Equatable {
             let name = h.path.map(TOML.showKey).joined(separator: ".")
             throw Error(message: "\(path): line \(h.line): unknown table [\(name)] (the tables are \(Self.sections.sorted().joined(separator: ", ")))")
         }
+        var playlistEntriesSet = false
         for e in doc.leaves {
             // Every setting is `table.key`: a path of any other length (or a quoted part
             // holding a dot) matches none of the cases below.

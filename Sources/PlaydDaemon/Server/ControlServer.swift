@@ -18,7 +18,8 @@ import Glibc
 /// - a reply is sent whole, whatever its size, to a client that has read what came
 ///   before it (at most ``maxPendingBytes`` unread); more unread, or more than
 ///   ``maxTotalPendingBytes`` unsent over all clients, and the client is cut off, as a
-///   stuck reader would otherwise grow memory;
+///   stuck reader would otherwise grow memory; with half of that unread nothing more is
+///   run for it, and taking no byte for ``stallSeconds`` then cuts it off;
 /// - at most ``Limits/maxConnections`` connections per listener and
 ///   ``Limits/maxConnectionsPerPeer`` per user (uid; TCP: per address) over all of
 ///   them; more are told why and closed;
@@ -49,6 +50,9 @@ public final class ControlServer: @unchecked Sendable {
     /// the connection instead (issue 39). 64 MiB keeps a hundred clients that ask for
     /// it and never read well inside the unit's MemoryMax (256M).
     public static let maxTotalPendingBytes = 64 << 20
+    /// A backed-up client that takes no byte for this long is cut off: it is not
+    /// reading (a slow one, a phone on a bad link, takes some bytes and is kept).
+    static let stallSeconds: UInt64 = 10
     public static let maxClients = 1024
     /// Lines handled per client per turn of the loop.
     static let linesPerTurn = 32
@@ -149,6 +153,9 @@ public final class ControlServer: @unchecked Sendable {
         /// waits until it reads (a client that pipelines `status` after a 2 MB listing
         /// is not cut off for it; one that never reads gets nothing more run for it).
         var backedUp: Bool { pending > ControlServer.maxPendingBytes / 2 }
+        /// When it last stopped taking bytes while backed up (0: it takes them): one that
+        /// takes none for ``ControlServer/stallSeconds`` is cut off.
+        var stalledSince: UInt64 = 0
         /// Unhandled input bytes.
         var buffered: Int { input.count - inputStart }
         var hasCompleteLine: Bool { input[inputStart...].contains(0x0A) }
@@ -376,6 +383,16 @@ public final class ControlServer: @unchecked Sendable {
                     handleInput(c)
                 }
                 if re & Int16(POLLOUT) != 0 || c.pending > 0 { flush(c) }
+                if !c.backedUp {
+                    c.stalledSince = 0
+                } else if c.stalledSince == 0 {
+                    c.stalledSince = t0
+                } else if t0 &- c.stalledSince > Self.stallSeconds * 1_000_000_000, !c.closing {
+                    droppedSlowClients.add(1, ordering: .relaxed)
+                    c.closing = true
+                    c.output.removeAll()
+                    c.outputOffset = 0
+                }
                 if c.closing && c.pending == 0 { drop(c) }
             }
             // After the clients: connections that hung up this turn no longer count
@@ -627,6 +644,7 @@ public final class ControlServer: @unchecked Sendable {
                 return
             }
             c.outputOffset += n
+            c.stalledSince = 0  // it takes bytes
         }
         // Drained. Keep a small buffer for the next reply; a burst (a long queue
         // listing, an event storm) may have grown it up to maxPendingBytes, and a
