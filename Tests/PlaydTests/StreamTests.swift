@@ -19,6 +19,16 @@ struct StreamTests {
         return path
     }()
 
+    /// `scripts/test-httpd` serving the folder `www` under the harness's folder, made
+    /// with the fixtures named (fixture name → served name) and whatever `make` puts in it.
+    static func serve(_ h: DaemonHarness, _ fixtures: [String: String] = [:], make: (String) throws -> Void = { _ in }) throws -> ServerProcess {
+        let served = h.dir + "/www"
+        try FileManager.default.createDirectory(atPath: served, withIntermediateDirectories: true)
+        for (fixture, name) in fixtures { try FileManager.default.copyItem(atPath: Fixtures.named(fixture).path, toPath: served + "/" + name) }
+        try make(served)
+        return try TestHTTPServer.start(serving: served)
+    }
+
     /// Subscribes a connection to events.
     static func subscribe(_ h: DaemonHarness) throws -> LineClient {
         let c = try LineClient(path: h.socket)
@@ -189,10 +199,7 @@ struct StreamTests {
     /// only the first URL was checked and the 302 was followed anywhere.
     @Test func aRedirectToAHostNotAllowedIsRefused() throws {
         let h = try DaemonHarness(extraConfig: "[streams]\nallowed_hosts = [\"127.0.0.1\"]")
-        let served = h.dir + "/www"
-        try FileManager.default.createDirectory(atPath: served, withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: Fixtures.named("flac-44100-2.flac").path, toPath: served + "/tone.flac")
-        let web = try TestHTTPServer.start(serving: served)
+        let web = try Self.serve(h, ["flac-44100-2.flac": "tone.flac"])
         try h.start()
         let events = try Self.subscribe(h)
         let away = "http://127.0.0.1:\(web.port)/away/localhost/tone.flac"
@@ -211,10 +218,9 @@ struct StreamTests {
     /// 62,499,999 s, and the file plays. Over MPD `status` has no `duration:` line.
     @Test func aLengthOfATerabyteIsNoDuration() throws {
         let h = try DaemonHarness(output: "null")
-        let served = h.dir + "/www"
-        try FileManager.default.createDirectory(atPath: served, withIntermediateDirectories: true)
-        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=d=20", "-c:a", "libmp3lame", "-b:a", "128k", "-write_xing", "0", served + "/t.mp3"])
-        let web = try TestHTTPServer.start(serving: served)
+        let web = try Self.serve(h) { served in
+            try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=d=20", "-c:a", "libmp3lame", "-b:a", "128k", "-write_xing", "0", served + "/t.mp3"])
+        }
         try h.start()
         let url = "http://127.0.0.1:\(web.port)/huge/t.mp3"
         #expect(h.request("play", ("url", .string(url)))?["ok"] == .bool(true))
@@ -235,10 +241,7 @@ struct StreamTests {
     /// that opens prints "playing" and exits 0.
     @Test func playctlPlayOfAURLReportsTheServersAnswer() throws {
         let h = try DaemonHarness(output: "null")
-        let served = h.dir + "/www"
-        try FileManager.default.createDirectory(atPath: served, withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: Fixtures.named("flac-44100-2.flac").path, toPath: served + "/t.flac")
-        let web = try TestHTTPServer.start(serving: served)
+        let web = try Self.serve(h, ["flac-44100-2.flac": "t.flac"])
         try h.start()
         let base = "http://127.0.0.1:\(web.port)/"
         for (path, code, status) in [("status/404", "http_not_found", "404"), ("status/500", "http_error", "500")] {
@@ -341,10 +344,7 @@ struct StreamTests {
     /// answers, and `stop` ends the wait.
     @Test func bufferingShowsHowMuchOfThePrefillCame() throws {
         let h = try DaemonHarness(extraConfig: "[streams]\ntimeout = 60")
-        let served = h.dir + "/www"
-        try FileManager.default.createDirectory(atPath: served, withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: Fixtures.named("mp3cbr-44100-2.mp3").path, toPath: served + "/radio.mp3")
-        let web = try TestHTTPServer.start(serving: served)
+        let web = try Self.serve(h, ["mp3cbr-44100-2.mp3": "radio.mp3"])
         try h.start()
         let url = "http://127.0.0.1:\(web.port)/trickle/8192/radio.mp3"
         #expect(h.request("play", ("url", .string(url)))?["state"]?.stringValue == "buffering")
