@@ -21,12 +21,13 @@ struct StreamTests {
 
     /// `scripts/test-httpd` serving the folder `www` under the harness's folder, made
     /// with the fixtures named (fixture name → served name) and whatever `make` puts in it.
-    static func serve(_ h: DaemonHarness, _ fixtures: [String: String] = [:], make: (String) throws -> Void = { _ in }) throws -> ServerProcess {
+    static func serve(_ h: DaemonHarness, _ fixtures: [String: String] = [:], ranges: Bool = true,
+                      make: (String) throws -> Void = { _ in }) throws -> ServerProcess {
         let served = h.dir + "/www"
         try FileManager.default.createDirectory(atPath: served, withIntermediateDirectories: true)
         for (fixture, name) in fixtures { try FileManager.default.copyItem(atPath: Fixtures.named(fixture).path, toPath: served + "/" + name) }
         try make(served)
-        return try TestHTTPServer.start(serving: served)
+        return try TestHTTPServer.start(serving: served, ranges: ranges)
     }
 
     /// Subscribes a connection to events.
@@ -234,6 +235,34 @@ struct StreamTests {
         while let l = mpd.readLine(timeoutMillis: 10_000), l != "OK" { lines.append(l) }
         #expect(!lines.contains { $0.hasPrefix("duration: ") } && lines.contains("state: play"), "\(lines)")
         #expect(h.terminate().status == 0)
+    }
+
+    /// A file on a server that takes no Range requests starts at once: from a server
+    /// that sends its first 200 KB and then stalls it plays (the open used to read to
+    /// the file's end for its exact length, and gave up as truncated after the
+    /// timeout); served whole, it is the `ffmpeg` CLI's decode to the sample.
+    @Test func aFileWithoutRangesStartsAtOnceAndPlaysWhole() throws {
+        let capture = NSTemporaryDirectory() + "playd-norange-\(getpid()).wav"
+        defer { try? FileManager.default.removeItem(atPath: capture) }
+        let h = try DaemonHarness(extraConfig: "[streams]\ntimeout = 30", output: "wav:\(capture)?pace=off")
+        let web = try Self.serve(h, ranges: false) { served in
+            try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=d=60", "-ac", "2", "-c:a", "flac", served + "/long.flac"])
+            try Shell.ffmpeg(["-f", "lavfi", "-i", "aevalsrc='0.3*sin(2*PI*(200+300*t)*t)':s=44100:d=8", "-ac", "2", "-c:a", "flac", served + "/short.flac"])
+        }
+        try h.start()
+        let events = try Self.subscribe(h)
+        let stalled = "http://127.0.0.1:\(web.port)/trickle/200000/long.flac"
+        #expect(h.request("play", ("url", .string(stalled)))?["ok"] == .bool(true))
+        #expect(Self.waitEvent(events, "track") { $0["file"]?.stringValue == stalled } != nil, "the stalled file never started")
+        let whole = "http://127.0.0.1:\(web.port)/short.flac"
+        #expect(h.request("play", ("url", .string(whole)))?["ok"] == .bool(true))
+        #expect(Self.waitEvent(events, "track_end") { $0["file"]?.stringValue == whole } != nil, "the whole file did not play to its end")
+        #expect(h.terminate().status == 0)
+        // The capture holds some of the stalled file, then the whole one: its last 8 s.
+        let reference = try Reference.decode(h.dir + "/www/short.flac")
+        let cap = try WAVFile(path: capture)
+        #expect(cap.samples.count >= reference.count)
+        #expect(Array(cap.samples.suffix(reference.count)) == reference, "the file served without ranges is not the CLI's decode")
     }
 
     /// `playctl play URL` waits for the outcome: a 404 or a 500 exits 1 with the code

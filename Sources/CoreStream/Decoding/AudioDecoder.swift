@@ -994,7 +994,11 @@ public final class AudioDecoder {
 
         let estimated = fmt.pointee.duration_estimation_method == AVFMT_DURATION_FROM_BITRATE
         let streamDuration = stream.pointee.duration
-        if estimated || streamDuration == FFmpegCall.noPTS || streamDuration <= 0 {
+        // A file on a server that takes no Range requests cannot be seeked: its tail is
+        // reached only by downloading all of it, and the open waited for that (a slow
+        // server's file never started; issue 42). Its container's length stands, as an
+        // estimate (no truncation check), as MPD plays such a file.
+        if estimated || !info.isSeekable || streamDuration == FFmpegCall.noPTS || streamDuration <= 0 {
             // An estimate past a week is a header's word, not a length: a server's
             // Content-Length of 10^12 made it 62,499,999 s (issue 39). Unknown instead.
             if fmt.pointee.duration > 0,
