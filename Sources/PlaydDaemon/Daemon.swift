@@ -171,7 +171,7 @@ public final class Daemon: @unchecked Sendable {
     }
 
     /// SIGHUP: reads the config again and applies every key that can change while
-    /// running; the keys in ``restartOnlyKeys`` keep their running values and are named
+    /// running; the keys ``DaemonConfig/keys`` marks `.restart` keep their running values and are named
     /// (log and systemd `STATUS=`). A config that does not parse changes nothing.
     ///
     /// Every key applies unless it is listed as restart-only: the reverse (a list of the
@@ -199,31 +199,17 @@ public final class Daemon: @unchecked Sendable {
         }
     }
 
-    /// The keys a running daemon cannot change: sockets and their access, the output
-    /// and its buffers, the ring, the library's roots and files, the mixer, the MPD
-    /// listeners. Each one changed in `new` is set back to its `running` value, and
-    /// named in the result (in this order).
+    /// The keys a running daemon cannot change (``DaemonConfig/keys`` marks them
+    /// `.restart`: sockets and their access, the output and its buffers, the ring, the
+    /// library's roots and files, the mixer, the MPD listeners). Each one changed in
+    /// `new` is set back to its `running` value, and named in the result (in the
+    /// table's order).
     static func keepRestartOnlyKeys(running: DaemonConfig, into new: inout DaemonConfig) -> [String] {
         var changed: [String] = []
-        func keep<T: Equatable>(_ key: String, _ path: WritableKeyPath<DaemonConfig, T>) {
-            guard running[keyPath: path] != new[keyPath: path] else { return }
-            changed.append(key)
-            new[keyPath: path] = running[keyPath: path]
+        for k in DaemonConfig.keys where k.reload == .restart && k.differs(running, new) {
+            changed.append(k.name)
+            k.copy(&new, running)
         }
-        keep("control.socket", \.socketPath); keep("control.socket_mode", \.socketMode)
-        keep("control.socket_group", \.socketGroup); keep("control.allowed_users", \.allowedUsers)
-        keep("control.allowed_groups", \.allowedGroups); keep("output.device", \.outputDevice)
-        keep("output.fallback", \.outputFallback); keep("output.feeds", \.feeds)
-        keep("output.buffer_time", \.bufferTime); keep("output.period_time", \.periodTime)
-        keep("engine.ring_frames", \.ringFrames); keep("library.music_roots", \.musicRoots)
-        keep("library.database", \.libraryDatabase); keep("state.file", \.stateFile)
-        keep("library.playlist_directory", \.playlistDirectory)
-        keep("output.format_change", \.formatChange); keep("volume.mixer", \.mixer)
-        keep("volume.mixer_device", \.mixerDevice); keep("volume.mixer_control", \.mixerControl)
-        keep("volume.start", \.volumeStart); keep("volume.max", \.volumeMax)
-        keep("mpd.enabled", \.mpdEnabled); keep("mpd.socket", \.mpdSocket); keep("mpd.tcp", \.mpdTCP)
-        keep("mpd.password", \.mpdPassword); keep("mpd.max_command_list_size", \.maxCommandListKiB)
-        keep("mpd.zeroconf", \.zeroconf); keep("mpd.zeroconf_name", \.zeroconfName)
         return changed
     }
 }

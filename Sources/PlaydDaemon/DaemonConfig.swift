@@ -116,6 +116,15 @@ public struct DaemonConfig: Sendable, Equatable {
     /// `streams.prefill_kib`: what arrives before the first frame (at most the buffer).
     public var streamPrefillKiB = 32
 
+    /// `announce.tts_urls`: URL patterns (globs, `*` across `/` too) of text-to-speech
+    /// clips: Home Assistant's `clear`, `add URL`, `play` of one plays it as an
+    /// announcement and keeps the queue (Player+TTS.swift). Empty: off.
+    public var ttsURLs = ["*/api/tts_proxy/*"]
+    /// `announce.tts_mode`: pause (the music waits at its frame) or duck.
+    public var ttsMode = "pause"
+    /// `announce.tts_duck_db`: the music's level under a clip in duck mode (−60…0 dB).
+    public var ttsDuckDB = -18.0
+
     public init() {}
 
     public struct Error: Swift.Error, CustomStringConvertible {
@@ -124,7 +133,7 @@ public struct DaemonConfig: Sendable, Equatable {
     }
 
     /// The config's tables; every key is `table.key`.
-    static let sections: Set<String> = ["control", "mpd", "output", "engine", "library", "state", "volume", "streams", "limits", "log"]
+    static let sections: Set<String> = ["control", "mpd", "output", "engine", "library", "state", "volume", "announce", "streams", "limits", "log"]
 
     /// Parses `text` (the file at `path`, named in errors).
     public init(toml text: String, path: String) throws(Error) {
@@ -140,132 +149,16 @@ public struct DaemonConfig: Sendable, Equatable {
             let name = h.path.map(TOML.showKey).joined(separator: ".")
             throw Error(message: "\(path): line \(h.line): unknown table [\(name)] (the tables are \(Self.sections.sorted().joined(separator: ", ")))")
         }
-        var playlistEntriesSet = false
+        var seen: Set<String> = []
         for e in doc.leaves {
             // Every setting is `table.key`: a path of any other length (or a quoted part
-            // holding a dot) matches none of the cases below.
+            // holding a dot) matches no key of the table.
             let key = e.path.count == 2 ? e.path.joined(separator: ".") : e.path.map(TOML.showKey).joined(separator: ".")
-            func fail(_ m: String) -> Error { Error(message: "\(path): line \(e.line): \(key): \(m)") }
-            func string() throws(Error) -> String {
-                guard case .string(let s) = e.value else { throw fail("expected a string, got \(e.value.typeName)") }
-                return s
-            }
-            func int(_ range: ClosedRange<Int>) throws(Error) -> Int {
-                guard case .integer(let i) = e.value else { throw fail("expected an integer, got \(e.value.typeName)") }
-                guard range.contains(i) else { throw fail("\(i) is outside \(range.lowerBound)…\(range.upperBound)") }
-                return i
-            }
-            func bool() throws(Error) -> Bool {
-                guard case .bool(let b) = e.value else { throw fail("expected true or false, got \(e.value.typeName)") }
-                return b
-            }
-            func decibels() throws(Error) -> Double {
-                let v: Double
-                switch e.value {
-                case .float(let d): v = d
-                case .integer(let i): v = Double(i)
-                default: throw fail("expected a number of dB, got \(e.value.typeName)")
-                }
-                guard v >= -15 && v <= 15 else { throw fail("\(v) dB is outside −15…15") }
-                return v
-            }
-            func strings() throws(Error) -> [String] {
-                guard case .array(let a) = e.value else { throw fail("expected an array of strings, got \(e.value.typeName)") }
-                var out: [String] = []
-                for v in a {
-                    guard case .string(let s) = v else { throw fail("expected an array of strings, found a \(v.typeName)") }
-                    out.append(s)
-                }
-                return out
-            }
-            switch key {
-            case "control.socket": socketPath = try string()
-            case "control.socket_mode":
-                let s = try string()
-                guard let m = UInt32(s, radix: 8), m <= 0o777 else { throw fail("'\(s)' is not an octal mode such as \"0660\"") }
-                socketMode = m
-            case "control.socket_group": socketGroup = try string()
-            case "control.allowed_users": allowedUsers = try strings()
-            case "control.allowed_groups": allowedGroups = try strings()
-            case "output.device": outputDevice = try string()
-            case "output.fallback": outputFallback = try strings()
-            case "output.feeds":
-                let specs = try strings()
-                var names: Set<String> = [PlaybackEngine.localOutputName]
-                for spec in specs {
-                    let name: String
-                    do { name = try FeedOutput.parse(spec: spec).name } catch { throw fail(error.message) }
-                    guard names.insert(name).inserted else {
-                        throw fail("two outputs are named '\(name)': give each feed its own ?name=")
-                    }
-                }
-                feeds = specs
-            case "output.buffer_time": bufferTime = try int(10...10_000)
-            case "output.period_time": periodTime = try int(1...10_000)
-            case "engine.ring_frames": ringFrames = try int(4096...(1 << 24))
-            case "library.music_roots": musicRoots = try strings()
-            case "library.allow_outside_roots": allowOutsideRoots = try bool()
-            case "library.database": libraryDatabase = try string()
-            case "library.playlist_directory": playlistDirectory = try string()
-            case "library.update_on_start": updateOnStart = try bool()
-            case "state.file": stateFile = try string()
-            case "state.save_interval": saveInterval = try int(1...86_400)
-            case "state.resume":
-                let s = try string()
-                guard ["paused", "playing", "stopped"].contains(s) else { throw fail("'\(s)' must be paused, playing or stopped") }
-                resume = s
-            case "output.format_change":
-                let s = try string()
-                let modes = PlaybackEngine.FormatChange.allCases.map(\.rawValue)
-                guard modes.contains(s) else { throw fail("'\(s)' must be one of \(modes.joined(separator: ", "))") }
-                formatChange = s
-            case "output.crossfade_within_albums": crossfadeWithinAlbums = try bool()
-            case "mpd.enabled": mpdEnabled = try bool()
-            case "mpd.socket": mpdSocket = try string()
-            case "mpd.tcp": mpdTCP = try string()
-            case "mpd.password": mpdPassword = try string()
-            case "mpd.zeroconf": zeroconf = try bool()
-            case "mpd.zeroconf_name":
-                let s = try string()
-                // A DNS-SD instance name is one DNS label: 1 to 63 bytes (RFC 6763 4.1.1).
-                guard !s.isEmpty, s.utf8.count <= 63 else { throw fail("'\(s)' must be 1 to 63 bytes (one DNS label)") }
-                zeroconfName = s
-            case "volume.mixer":
-                let s = try string()
-                guard ["software", "hardware", "none"].contains(s) else { throw fail("'\(s)' must be software, hardware or none") }
-                mixer = s
-            case "volume.mixer_device": mixerDevice = try string()
-            case "volume.start": volumeStart = try int(-1...100)
-            case "volume.max": volumeMax = try int(0...100)
-            case "volume.mixer_control": mixerControl = try string()
-            case "volume.replaygain":
-                let s = try string()
-                let modes = ReplayGainMode.allCases.map(\.rawValue)
-                guard modes.contains(s) else { throw fail("'\(s)' must be one of \(modes.joined(separator: ", "))") }
-                replayGain = s
-            case "volume.replaygain_preamp": replayGainPreamp = try decibels()
-            case "volume.replaygain_missing_preamp": replayGainMissingPreamp = try decibels()
-            case "volume.replaygain_limit": replayGainLimit = try bool()
-            case "limits.max_connections": maxConnections = try int(1...1000)
-            case "limits.max_connections_per_user": maxConnectionsPerUser = try int(1...1000)
-            case "limits.connection_timeout": connectionTimeout = try int(1...86_400)
-            case "limits.max_queue_length": maxQueueLength = try int(1...1_000_000)
-            case "limits.max_playlist_size": maxPlaylistBytes = try int(1024...(256 << 20))
-            case "limits.max_playlist_entries": maxPlaylistEntries = try int(1...1_000_000); playlistEntriesSet = true
-            case "mpd.max_command_list_size": maxCommandListKiB = try int(1...(1 << 20))
-            case "streams.enabled": streamsEnabled = try bool()
-            case "streams.allowed_hosts": streamHosts = try strings().map { $0.lowercased() }
-            case "streams.timeout": streamTimeout = try int(1...600)
-            case "streams.reconnect_attempts": streamReconnects = try int(0...1000)
-            case "streams.buffer_kib": streamBufferKiB = try int(16...65_536)
-            case "streams.prefill_kib": streamPrefillKiB = try int(0...65_536)
-            case "log.level":
-                let s = try string()
-                guard Self.logLevels.contains(s) else { throw fail("'\(s)' must be one of \(Self.logLevels.joined(separator: ", "))") }
-                logLevel = s
-            default:
+            guard let k = Self.keysByName[key] else {
                 throw Error(message: "\(path): line \(e.line): unknown key '\(key)'")
             }
+            try k.parse(&self, Value(entry: e, key: key, path: path))
+            seen.insert(key)
         }
         guard periodTime <= bufferTime else {
             throw Error(message: "\(path): output.period_time (\(periodTime)) must not exceed output.buffer_time (\(bufferTime))")
@@ -273,7 +166,7 @@ public struct DaemonConfig: Sendable, Equatable {
         guard streamPrefillKiB <= streamBufferKiB else {
             throw Error(message: "\(path): streams.prefill_kib (\(streamPrefillKiB)) must not exceed streams.buffer_kib (\(streamBufferKiB))")
         }
-        if !playlistEntriesSet { maxPlaylistEntries = maxQueueLength }
+        if !seen.contains("limits.max_playlist_entries") { maxPlaylistEntries = maxQueueLength }
     }
 
     public static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]

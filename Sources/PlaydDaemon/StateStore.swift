@@ -1,4 +1,5 @@
 import CoreStream
+import Logging
 import PlaydProtocol
 #if canImport(Glibc)
 import Glibc
@@ -60,11 +61,15 @@ enum StateStore {
     }
 
     static func save(_ state: SavedState, to path: String) throws(Error) {
+        try save(text: state.json.text + "\n", to: path)
+    }
+
+    static func save(text: String, to path: String) throws(Error) {
         try makeParents(of: path)
         let tmp = path + ".tmp.\(getpid())"
         let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw Error(message: "\(tmp): open() failed: \(String(cString: strerror(errno)))") }
-        let bytes = Array((state.json.text + "\n").utf8)
+        let bytes = Array(text.utf8)
         var off = 0
         while off < bytes.count {
             let n = bytes[off...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
@@ -141,5 +146,58 @@ enum StateStore {
                           muted: j["muted"]?.boolValue ?? false, queue: queue,
                           disabledOutputs: j["disabled_outputs"]?.arrayValue?.compactMap(\.stringValue) ?? [],
                           crossfade: Player.CrossfadeSettings(saved: j["crossfade"]))
+    }
+}
+
+/// Writes the state file off the control thread (issue 38): the fsync of every state
+/// change ran on it, and on a hung disk it never returned (on an SD card it took 10 to
+/// 40 ms a turn). The control thread hands over the newest document; a write in
+/// progress is not waited for, and the states handed over meanwhile collapse into the
+/// newest one (MPD writes its state file every `state_file_interval`, 2 minutes; playd
+/// still writes after every change, only not on the control thread). Each write is
+/// atomic (``StateStore/save(text:to:)``), so a crash leaves the old file or the new.
+///
+/// Thread: `write` from the control thread, `writeNow` at shutdown; the writes on a
+/// worker thread.
+final class StateWriter: Sendable {
+    private let worker = SerialWorker(name: "playd-state")
+    /// The newest document not yet written, and its path. Set by the control thread,
+    /// taken by the worker; under its lock.
+    private let newest = Locked<(text: String, path: String)?>(nil)
+    /// Held while a file is written, so shutdown's last write and the worker's never
+    /// share the temporary file. Taken by the worker and by ``writeNow``; nothing else
+    /// is locked meanwhile.
+    private let writing = Locked<Int>(0)
+    private let logger: Logger
+
+    init(logger: Logger) { self.logger = logger }
+
+    /// Hands `text` over to be written to `path`; returns at once.
+    func write(_ text: String, to path: String) {
+        let idle = newest.withLock { n -> Bool in
+            let idle = n == nil
+            n = (text, path)
+            return idle
+        }
+        guard idle else { return }
+        worker.submit { [self] in
+            guard let job = newest.withLock({ n -> (text: String, path: String)? in defer { n = nil }; return n }) else { return }
+            save(job.text, job.path)
+        }
+    }
+
+    /// Writes `text` now, on this thread, and drops what waits: at shutdown.
+    func writeNow(_ text: String, to path: String) {
+        newest.withLock { $0 = nil }
+        save(text, path)
+    }
+
+    private func save(_ text: String, _ path: String) {
+        writing.withLock { count in
+            count += 1
+            do { try StateStore.save(text: text, to: path) } catch {
+                logger.error("cannot save state", metadata: ["state.path": "\(path)", "error": "\(error)"])
+            }
+        }
     }
 }

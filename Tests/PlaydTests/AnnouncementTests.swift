@@ -129,6 +129,89 @@ struct AnnouncementTests {
         try expectClipBetweenMusic(h, music: music, clip: tts)
     }
 
+    /// Home Assistant's own TTS path (issue 42): its mpd integration's `play_media` is
+    /// `clear`, `add URL`, `play` on one connection (python-mpd2's asyncio client, as HA
+    /// uses). The URL is under HA's TTS proxy (`/api/tts_proxy/`, the default of
+    /// `announce.tts_urls`), so playd plays the clip as an announcement and puts back the
+    /// queue, the current entry and its ids, the position and the state: the capture is
+    /// the music to the `clear`, the clip alone, and the music again from where it was
+    /// cut (pause mode).
+    @Test func homeAssistantsOwnTTSSequenceKeepsTheQueue() throws {
+        let (h, events, music, _) = try setUp()
+        let web = h.dir + "/web/api/tts_proxy"
+        try FileManager.default.createDirectory(atPath: web, withIntermediateDirectories: true)
+        let tts = try AnnouncementModel.ttsClip(in: web, name: "0123abcd_en_-_tts.mp3")
+        let server = try TestHTTPServer.start(serving: h.dir + "/web")
+        defer { server.kill() }
+        let url = "http://127.0.0.1:\(server.port)/api/tts_proxy/0123abcd_en_-_tts.mp3"
+        let other = Fixtures.named("flac-44100-2.flac").path
+        #expect(h.request("add", ("paths", .array([.string(music), .string(other)])))?["ok"]?.boolValue == true)
+        #expect(h.request("play", ("index", .int(0)))?["ok"]?.boolValue == true)
+        #expect(playing(h))
+        let before = try #require(h.request("queue"))
+        let r = try Shell.run(["/usr/bin/python3", "-c", Self.homeAssistantPlayMedia, h.dir + "/mpd.sock", url])
+        #expect(r.status == 0, "\(r.stderr)")
+        let seen = self.events(events, until: "announcement_ended")
+        let started = try #require(named(seen, "announcement_started").first, "the clip plays as an announcement")
+        #expect(started["source"]?.stringValue == url)
+        let during = try #require(h.request("status"))
+        #expect(during["queue"]?["length"]?.numberValue == 2 && during["queue"]?["current"]?.numberValue == 0, "\(during.text)")
+        let ended = try #require(named(seen, "announcement_ended").first)
+        #expect(ended["cancelled"]?.boolValue == false && ended["error"] == nil, "\(ended.text)")
+        #expect(h.waitFor { h.request("status")?["state"]?.stringValue == "playing" }, "the music resumed")
+        let after = try #require(h.request("status"))
+        #expect(after["file"]?.stringValue == music, "\(after.text)")
+        #expect(h.request("queue")?["queue"] == before["queue"], "the queue is back, ids and all")
+        // The music is the last entry again, so the capture ends with it.
+        #expect(h.request("remove", ("index", .int(1)))?["ok"]?.boolValue == true)
+        #expect(h.waitFor(seconds: 20) { h.request("status")?["state"]?.stringValue == "stopped" })
+        try expectClipBetweenMusic(h, music: music, clip: tts)
+    }
+
+    /// What is not HA's TTS sequence is MPD's: a URL outside `tts_urls` replaces the
+    /// queue, and a TTS URL added without the `clear` just before is queued.
+    @Test func otherSequencesReplaceTheQueueAsMPDDoes() throws {
+        let (h, _, music, _) = try setUp()
+        let web = h.dir + "/web"
+        try FileManager.default.createDirectory(atPath: web + "/api/tts_proxy", withIntermediateDirectories: true)
+        _ = try AnnouncementModel.ttsClip(in: web, name: "song.mp3")
+        _ = try AnnouncementModel.ttsClip(in: web + "/api/tts_proxy", name: "clip.mp3")
+        let server = try TestHTTPServer.start(serving: web)
+        defer { server.kill() }
+        let song = "http://127.0.0.1:\(server.port)/song.mp3"
+        let clip = "http://127.0.0.1:\(server.port)/api/tts_proxy/clip.mp3"
+        #expect(h.request("add", ("paths", .array([.string(music)])))?["ok"]?.boolValue == true)
+        #expect(h.request("play", ("index", .int(0)))?["ok"]?.boolValue == true)
+        #expect(playing(h))
+        let r = try Shell.run(["/usr/bin/python3", "-c", Self.homeAssistantPlayMedia, h.dir + "/mpd.sock", song])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(h.waitFor { h.request("status")?["file"]?.stringValue == song }, "the song plays")
+        #expect(h.request("status")?["queue"]?["length"]?.numberValue == 1, "the queue was replaced")
+        // add and play without the clear: an ordinary entry of the queue.
+        let mpd = try LineClient(path: h.dir + "/mpd.sock")
+        #expect(mpd.readLine(timeoutMillis: 10_000)?.hasPrefix("OK MPD") == true)
+        for c in ["add \"\(clip)\"", "play 1"] {
+            #expect(mpd.send(c))
+            #expect(mpd.readLine(timeoutMillis: 10_000) == "OK", "\(c)")
+        }
+        #expect(h.waitFor { h.request("status")?["file"]?.stringValue == clip }, "the clip plays as a queue entry")
+        #expect(h.request("status")?["queue"]?["length"]?.numberValue == 2)
+    }
+
+    /// Home Assistant's `async_play_media` for a URL, as its mpd integration sends it.
+    static let homeAssistantPlayMedia = """
+        import asyncio, sys
+        from mpd.asyncio import MPDClient
+        async def main():
+            c = MPDClient()
+            await c.connect(sys.argv[1])
+            await c.clear()
+            await c.add(sys.argv[2])
+            await c.play()
+            c.disconnect()
+        asyncio.run(main())
+        """
+
     /// A clip that cannot play is refused with the code of what is wrong (at once for a
     /// file, in `announcement_ended` for a URL, whose connect is not awaited); the music
     /// is never interrupted: the capture is the music, every frame, untouched.
@@ -224,11 +307,17 @@ struct AnnouncementTests {
         var seen = self.events(events, until: "announcement_ended")
         seen += self.events(events, until: "announcement_ended")
         #expect(named(seen, "announcement_ended").count == 2, "\(seen.map(\.text))")
-        // From the first one's start to the second one's end: no state change at all.
-        let first = try #require(seen.firstIndex { $0["event"]?.stringValue == "announcement_started" })
-        let states = named(Array(seen[first...]), "state").compactMap { $0["state"]?.stringValue }
+        // Paused once for the first (the `paused` event comes when the sound has stopped,
+        // which may be just before or just after the first clip's start), and no state
+        // change after that until the second one has ended.
+        let paused = try #require(seen.firstIndex { $0["event"]?.stringValue == "state" && $0["state"]?.stringValue == "paused" },
+                                  "paused for the first: \(seen.map(\.text))")
+        let secondEnd = try #require(seen.lastIndex { $0["event"]?.stringValue == "announcement_ended" })
+        #expect(paused < secondEnd)
+        let states = named(Array(seen[(paused + 1)..<secondEnd]), "state").compactMap { $0["state"]?.stringValue }
         #expect(states.isEmpty, "state events between: \(states)")
-        #expect(named(Array(seen[..<first]), "state").last?["state"]?.stringValue == "paused", "paused for the first")
+        let first = try #require(seen.firstIndex { $0["event"]?.stringValue == "announcement_started" })
+        #expect(named(Array(seen[..<first]), "state").allSatisfy { $0["state"]?.stringValue != "stopped" })
         #expect(h.waitFor { h.request("status")?["state"]?.stringValue == "playing" }, "resumed after the second")
         _ = h.terminate()
     }

@@ -7,6 +7,10 @@ import Glibc
 #endif
 
 /// Private memory (RssAnon) of a process, in kB, from /proc.
+func threadCount(_ pid: Int32) -> Int {
+    (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task"))?.count ?? -1
+}
+
 func rssAnonKB(_ pid: Int32) -> Int? {
     guard let s = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
           let line = s.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }) else { return nil }
@@ -129,7 +133,7 @@ struct BadMediaQueueTests {
             var lastFile = ""
             while played.count + skipped.count < queue.count {
                 guard let line = events.readLine(timeoutMillis: bound), let e = try? JSON.parse(line) else {
-                    Issue.record("no event for \(bound / 1000) s: hung after \(lastFile) (\(played.count) played, \(skipped.count) skipped)")
+                    Issue.record("no event for \(bound / 1000) s: hung after \(lastFile) (\(played.count) played, \(skipped.count) skipped); the log's end: \(d.log.suffix(12000))")
                     break
                 }
                 switch e["event"]?.stringValue {
@@ -194,20 +198,24 @@ struct BadMediaQueueTests {
             bad-media corpus: \(cases.count) cases + \(sentinels.count) good tracks in \(String(format: "%.1f", seconds)) s; \
             played \(played.count), skipped \(skipped.count) \(byCode.map { "\($0.key)=\($0.value)" }.joined(separator: " ")); \
             error events \(errorEvents), corrupt packets \(corruptPackets); \
-            RssAnon after warm-up \(baseline) kB, after the corpus \(after) kB, after it again \(afterSecond) kB
+            RssAnon after warm-up \(baseline) kB, after the corpus \(after) kB, after it again \(afterSecond) kB; threads now \(threadCount(pid))
             """
         print(summary)
         if !sanitized { try? summary.write(toFile: NSTemporaryDirectory() + "playd-bad-media-corpus.txt", atomically: true, encoding: .utf8) }
         // What the first pass leaves is heap fragmentation, not a leak: a second pass over
         // the same 1,000 files adds nothing (docs/reliability.md). Fragmentation moves
-        // either way between passes (−48 kB and +296 kB seen on this machine); a leak
-        // grows every pass: when the second grew, a third must not.
+        // either way between passes; a leak grows every pass: when the second grew, a
+        // third must not. Since the files open off the control thread (issue 38) the
+        // first pass leaves more and passes move more: +2.5–2.9 MB over the warm-up and
+        // −1.5…+1.4 MB between passes, plateauing near 10.4 MB (opened on the control
+        // thread, 2026-11-26, same build: +0.6–0.8 MB, ±0.3 MB, 9.3 MB). Not the malloc
+        // arenas: M_ARENA_MAX 1 or 2 changed nothing.
         if !sanitized {
-            #expect(after - baseline <= 2560, "private memory grew by \(after - baseline) kB over the corpus")
-            if afterSecond - after > 256 {
+            #expect(after - baseline <= 4096, "private memory grew by \(after - baseline) kB over the corpus")
+            if afterSecond - after > 1536 {
                 try pass()
                 let afterThird = try #require(rssAnonKB(pid))
-                #expect(afterThird - afterSecond <= 256,
+                #expect(afterThird - afterSecond <= 1536,
                         "every pass grows private memory (\(afterSecond - after) kB, then \(afterThird - afterSecond) kB): a leak")
             }
         }

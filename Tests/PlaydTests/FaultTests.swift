@@ -264,29 +264,26 @@ struct SlowDiskTests {
         print("slow disk: \(Int(underruns)) underruns (periods of silence) while reads ran at 30 kB/s for 4 s, \(underrunEvents) underrun events; then 2 s more played without one")
     }
 
-    /// `play` of a file whose reads hang (its FUSE mount serves 1 byte a second): the
-    /// open runs off the control thread, so while the play waits 20 clients polling
-    /// `status` (10 over JSON, 10 over MPD) are each answered, and a play of another file
-    /// goes through; when the reads flow again the first play is answered and plays.
-    /// On the old code FFmpeg's open ran on the control thread: nobody was answered.
-    @Test func aPlayOnAHungDiskLeavesEveryoneElseServed() throws {
-        let m = try SlowMount { src in
+    /// A FUSE mount holding a 10 s FLAC, `t.flac`, whose reads give one byte a second
+    /// until its rate file says 0.
+    static func oneBytePerSecondMount(name: String = #function) throws -> SlowMount {
+        let m = try SlowMount(name: name) { src in
             try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:duration=10", "-ac", "2", "-c:a", "flac", src + "/t.flac"])
         }
-        defer { m.stop() }
         try "1\n".write(toFile: m.rate, atomically: true, encoding: .utf8)
-        let d = try DaemonHarness(output: "null")
-        try d.start()
-        defer { d.kill9() }  // before the mount goes
-        let hung = m.mnt + "/t.flac"
-        let player = try LineClient(path: d.socket)
-        #expect(player.send(#"{"id":7,"cmd":"play","path":"\#(hung)"}"#))
-        #expect(player.readLine(timeoutMillis: 300) == nil, "the play waits for its file")
-        // 20 clients poll meanwhile, each on its own connection, 5 times.
-        let json = try (0..<10).map { _ in try LineClient(path: d.socket) }
-        let mpd = try (0..<10).map { _ in try LineClient(path: d.dir + "/mpd.sock") }
-        for c in mpd { #expect(c.readLine(timeoutMillis: 10_000)?.hasPrefix("OK MPD") == true, "an MPD greeting") }
-        for round in 0..<5 {
+        return m
+    }
+
+    /// 20 clients on their own connections, 10 JSON and 10 MPD, asking `status`.
+    struct Pollers {
+        let json: [LineClient], mpd: [LineClient]
+        init(_ d: DaemonHarness) throws {
+            json = try (0..<10).map { _ in try LineClient(path: d.socket) }
+            mpd = try (0..<10).map { _ in try LineClient(path: d.dir + "/mpd.sock") }
+            for c in mpd { #expect(c.readLine(timeoutMillis: 10_000)?.hasPrefix("OK MPD") == true, "an MPD greeting") }
+        }
+        /// Each asks once and must be answered.
+        func poll(_ round: Int) {
             for (k, c) in json.enumerated() {
                 #expect(c.request(.obj(("id", .int(Int64(round))), ("cmd", .string("status"))))?["ok"] == .bool(true),
                         "JSON client \(k), round \(round)")
@@ -298,6 +295,26 @@ struct SlowDiskTests {
                 #expect(lines.contains { $0.hasPrefix("state: ") }, "MPD client \(k), round \(round): \(lines)")
             }
         }
+    }
+
+    /// `play` of a file whose reads hang (its FUSE mount serves 1 byte a second): the
+    /// open runs off the control thread, so while the play waits 20 clients polling
+    /// `status` (10 over JSON, 10 over MPD) are each answered, and a play of another file
+    /// goes through; when the reads flow again the first play is answered and plays.
+    /// On the old code FFmpeg's open ran on the control thread: nobody was answered.
+    @Test func aPlayOnAHungDiskLeavesEveryoneElseServed() throws {
+        let m = try Self.oneBytePerSecondMount()
+        defer { m.stop() }
+        let d = try DaemonHarness(output: "null")
+        try d.start()
+        defer { d.kill9() }  // before the mount goes
+        let hung = m.mnt + "/t.flac"
+        let player = try LineClient(path: d.socket)
+        #expect(player.send(#"{"id":7,"cmd":"play","path":"\#(hung)"}"#))
+        #expect(player.readLine(timeoutMillis: 300) == nil, "the play waits for its file")
+        // 20 clients poll meanwhile, each on its own connection, 5 times.
+        let pollers = try Pollers(d)
+        for round in 0..<5 { pollers.poll(round) }
         #expect(player.readLine(timeoutMillis: 0) == nil, "the play still waits")
         let other = Fixtures.named("flac-44100-2.flac").path
         #expect(d.request("play", ("path", .string(other)))?["ok"] == .bool(true), "a play of another file goes through")
@@ -307,6 +324,67 @@ struct SlowDiskTests {
         #expect(reply["id"]?.numberValue == 7 && reply["ok"] == .bool(true), "\(reply)")
         let s = try #require(d.request("status"))
         #expect(s["file"]?.stringValue == hung && s["state"]?.stringValue == "playing", "\(s)")
+    }
+
+    /// The queue's own opens run off the control thread too (issue 38): `play 1` of an
+    /// entry on a mount whose reads hang waits while 20 other clients are answered; and
+    /// the track queued to follow one that plays, on the same mount, keeps the engine at
+    /// the end of the one playing (no end, no `stopped`) until it has opened, then plays
+    /// next. When the reads flow, both happen. On the old code each open ran on the
+    /// control thread: nobody was answered, and the watchdog killed playd.
+    @Test func queueOpensOnAHungDiskLeaveEveryoneElseServed() throws {
+        let m = try Self.oneBytePerSecondMount()
+        defer { m.stop() }
+        let d = try DaemonHarness(output: "null")
+        try d.start()
+        defer { d.kill9() }  // before the mount goes
+        let hung = m.mnt + "/t.flac"
+        let good = Fixtures.named("flac-44100-2.flac").path
+        #expect(d.request("add", ("paths", .array([.string(good), .string(hung)])))?["ok"] == .bool(true))
+
+        // 1. `play 1`: the hung entry. The request waits; the others are served.
+        let player = try LineClient(path: d.dir + "/mpd.sock")
+        #expect(player.readLine(timeoutMillis: 10_000)?.hasPrefix("OK MPD") == true)
+        #expect(player.send("play 1"))
+        #expect(player.readLine(timeoutMillis: 300) == nil, "the play waits for its file")
+        let pollers = try Pollers(d)
+        func pollEveryone(_ round: Int) { pollers.poll(round) }
+        for round in 0..<3 { pollEveryone(round) }
+        #expect(player.readLine(timeoutMillis: 0) == nil, "the play still waits")
+        #expect(d.request("status")?["state"]?.stringValue == "stopped", "nothing played meanwhile")
+        try "0\n".write(toFile: m.rate, atomically: true, encoding: .utf8)
+        #expect(player.readLine(timeoutMillis: 60_000) == "OK", "the play was answered when the file opened")
+        let s1 = try #require(d.request("status"))
+        #expect(s1["file"]?.stringValue == hung && s1["state"]?.stringValue == "playing", "\(s1)")
+        #expect(d.request("stop")?["ok"] == .bool(true))
+
+        // 2. The hung entry as the one to follow: the good track plays to its end and
+        // the engine waits there for the open (still playing the good one), then goes on.
+        try "1\n".write(toFile: m.rate, atomically: true, encoding: .utf8)
+        let events = try LineClient(path: d.socket)
+        #expect(events.request(.obj(("id", .int(1)), ("cmd", .string("subscribe"))))?["ok"] == .bool(true))
+        #expect(d.request("play", ("index", .int(0)))?["ok"] == .bool(true))
+        // Serve everyone until the good track is at its end (a few seconds).
+        let fixture = Fixtures.named("flac-44100-2.flac")
+        let goodSeconds = Double(fixture.sourceFrames) / Double(fixture.sampleRate)
+        var held = false
+        var round = 0
+        // Until the end is reached (a deadline only so that a broken build ends).
+        let deadline = Date().addingTimeInterval(120)
+        while !held && Date() < deadline {
+            round += 1
+            pollEveryone(round)
+            let s = try #require(d.request("status"))
+            held = s["file"]?.stringValue == good && (s["position"]?.numberValue ?? 0) >= goodSeconds - 0.05
+            #expect(s["state"]?.stringValue == "playing", "the engine waits at the end, playing: \(s)")
+        }
+        #expect(held, "the good track reached its end")
+        var sawEnd = false
+        while let l = events.readLine(timeoutMillis: 0) { if l.contains("\"stopped\"") { sawEnd = true } }
+        #expect(!sawEnd, "no stop while the next one opens")
+        try "0\n".write(toFile: m.rate, atomically: true, encoding: .utf8)
+        #expect(d.waitFor(seconds: 60) { d.request("status")?["file"]?.stringValue == hung }, "the hung entry followed once it opened")
+        #expect(d.request("status")?["state"]?.stringValue == "playing")
     }
 
     /// A folder `add` on a disk that hangs (a listing that never returns until the

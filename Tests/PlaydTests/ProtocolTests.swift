@@ -207,4 +207,40 @@ struct ConfigTests {
         let c = try DaemonConfig(toml: uncommented, path: path)
         #expect(c == DaemonConfig())
     }
+
+    /// config.example.toml (and so playd.toml(5), which scripts/make-man writes from
+    /// it) documents exactly the keys of the parser's table: each with a `# table.key
+    /// (type, default …)` paragraph and a commented-out setting, and the header's list
+    /// of keys a reload cannot apply is the table's. A key added to the table without
+    /// its paragraph, or a paragraph left behind, fails here.
+    @Test func theExampleConfigDocumentsEveryKeyOfTheTable() throws {
+        let path = Fixtures.repositoryRoot.appendingPathComponent("config.example.toml").path
+        let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let table = Set(DaemonConfig.keys.map(\.name))
+        #expect(table.count == DaemonConfig.keys.count, "a key is in the table twice")
+        // "# output.buffer_time (integer, …": a key's paragraph.
+        let documented = Set(lines.compactMap { l -> String? in
+            guard l.hasPrefix("# "), let paren = l.range(of: " ("), paren.lowerBound > l.index(l.startIndex, offsetBy: 2) else { return nil }
+            let k = l[l.index(l.startIndex, offsetBy: 2)..<paren.lowerBound]
+            return k.contains(".") && k.allSatisfy({ $0.isLowercase || $0 == "_" || $0 == "." }) ? String(k) : nil
+        })
+        #expect(documented == table, "documented but not in the table: \(documented.subtracting(table).sorted()); in the table but not documented: \(table.subtracting(documented).sorted())")
+        // "# key = value" under "[table]": the settings.
+        var section = ""
+        var settings = Set<String>()
+        for l in lines {
+            if l.hasPrefix("["), let end = l.firstIndex(of: "]") { section = String(l[l.index(after: l.startIndex)..<end]); continue }
+            guard l.hasPrefix("# "), let eq = l.range(of: " = "), eq.lowerBound > l.index(l.startIndex, offsetBy: 2) else { continue }
+            let k = l[l.index(l.startIndex, offsetBy: 2)..<eq.lowerBound]
+            if k.allSatisfy({ $0.isLowercase || $0 == "_" }) { settings.insert(section + "." + k) }
+        }
+        #expect(settings == table, "set but not in the table: \(settings.subtracting(table).sorted()); never set: \(table.subtracting(settings).sorted())")
+        // The header's list of restart-only keys.
+        let header = lines.prefix { !$0.hasPrefix("[") }.joined(separator: " ").replacingOccurrences(of: "# ", with: "")
+        let listed = try #require(header.range(of: "status line): ").flatMap { start in
+            header.range(of: ". A file with an error", range: start.upperBound..<header.endIndex).map { header[start.upperBound..<$0.lowerBound] }
+        }, "the header lists the keys a reload cannot apply")
+        let restart = DaemonConfig.keys.filter { $0.reload == .restart }.map(\.name)
+        #expect(listed.components(separatedBy: ", ").map { $0.trimmingCharacters(in: .whitespaces) } == restart)
+    }
 }

@@ -136,12 +136,18 @@ struct StreamTests {
         let dropped = Self.waitEvent(events, "reconnecting", seconds: 30)
         #expect(dropped?["attempt"]?.numberValue == 1, "\(dropped?.text ?? "no reconnecting event")")
         #expect(h.request("status")?["stream"]?["reconnecting"]?.numberValue ?? 0 >= 1)
+        // MPD clients see it too: `error:` in status, which mpc prints as "ERROR: …".
+        let mpdStatus = try Shell.run(["mpc", "-h", h.dir + "/mpd.sock", "status"])
+        let shown = String(decoding: mpdStatus.stdout, as: UTF8.self)
+        #expect(shown.contains("ERROR: reconnecting to the stream (attempt "), "\(shown)")
         try ice.start()
         // The station comes back at another bitrate (as a radio switching streams).
         try ice.feed("live.mp3", input: Self.tone, bitrate: "64k")
         #expect(Self.waitEvent(events, "reconnected", seconds: 30) != nil, "no reconnected event")
         let s = try #require(h.request("status"), "\(h.log)")
         #expect(s["state"]?.stringValue == "playing" && s["stream"]?["reconnecting"]?.isNull == true, "\(s.text)")
+        let back = String(decoding: try Shell.run(["mpc", "-h", h.dir + "/mpd.sock", "status"]).stdout, as: UTF8.self)
+        #expect(!back.contains("ERROR"), "\(back)")
         #expect(h.terminate().status == 0)
     }
 

@@ -526,7 +526,14 @@ public final class PlaybackEngine: @unchecked Sendable {
         // Checked before opening too, so a track that already ended costs no open.
         let playing = control.withLock { c in c.track != nil && c.transport.state != .stopped }
         guard playing else { throw StreamError(.notPlaying, "nothing is playing for \(path) to follow") }
-        let decoder = try AudioDecoder(path: path)
+        return try setNext(decoder: try AudioDecoder(path: path), crossfadeFor: crossfadeFor)
+    }
+
+    /// As ``setNext(path:crossfadeFor:)`` with a decoder the caller opened (off its own
+    /// thread: the daemon's control thread never waits on a disk).
+    @discardableResult
+    public func setNext(decoder: AudioDecoder, crossfadeFor: (TrackInfo, TrackInfo) -> Crossfade?) throws(StreamError) -> Bool {
+        let path = decoder.info.path
         return try control.withLock { (c: inout Control) throws(StreamError) -> Bool in
             guard c.track != nil, c.transport.state != .stopped, let out = c.negotiated else {
                 throw StreamError(.notPlaying, "nothing is playing for \(path) to follow")
@@ -550,6 +557,21 @@ public final class PlaybackEngine: @unchecked Sendable {
             send(.next(Handoff(decoder), generation: c.next!.generation,
                        overlap: overlap.map { ReaderOverlap(frames: $0, curve: crossfade!.curve) }))
             return true
+        }
+    }
+
+    /// The caller is opening the track to follow (off its thread) and will hand it over
+    /// with ``setNext(decoder:crossfadeFor:)``, or say there is none with
+    /// `setNext(path: nil)`: the track queued before is dropped, and the reader waits at
+    /// the end of the current one instead of ending the stream, so the join stays
+    /// gapless however long the open takes (paced, a late one is heard as an underrun).
+    /// Does nothing when nothing plays. Thread: any.
+    public func awaitNext() {
+        control.withLock { c in
+            guard c.track != nil, c.transport.state != .stopped else { return }
+            c.supersede()
+            applyLevel(c)
+            send(.awaitNext)
         }
     }
 

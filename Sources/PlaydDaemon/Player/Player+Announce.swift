@@ -75,7 +75,7 @@ extension Player {
 
     /// `keepPaused`: the music was paused for the announcement before this one (both
     /// in pause mode) and is resumed after this one instead.
-    private func start(_ r: AnnounceRequest, keepPaused: Bool = false) throws {
+    func start(_ r: AnnounceRequest, keepPaused: Bool = false) throws {
         // A URL gets the stream limits and a cancel flag of its own (a cancel or a
         // shutdown does not wait for its connect).
         let sources = ([r.chime].compactMap { $0 } + [r.source]).map { path in

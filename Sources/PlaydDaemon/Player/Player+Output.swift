@@ -79,6 +79,12 @@ extension Player {
     public func playerStatus() -> PlaybackEngine.Status {
         var s = engine.status()
         if let r = recovery?.resume, s.track?.path == r.path { s.positionFrames = r.position }
+        if ttsPausedMusic != nil {
+            // Cleared: stopped, as MPD says, while the music waits for a TTS clip.
+            s.state = .stopped
+            s.track = nil
+            s.positionFrames = 0
+        }
         return s
     }
 

@@ -5,7 +5,9 @@ extension Player {
     /// Control thread.
     @discardableResult
     public func perform(_ command: Command) throws(PlayerError) -> Outcome {
+        ControlThread.check()
         do {
+            if let out = try performTTSStep(command) { return out }
             return try run(command)
         } catch let e as PlayerError {
             throw e
@@ -18,7 +20,7 @@ extension Player {
         }
     }
 
-    private func run(_ command: Command) throws -> Outcome {
+    func run(_ command: Command) throws -> Outcome {
         var out = Outcome()
         switch command {
         case .playFile(let given, let at, let atSeconds):
@@ -129,6 +131,9 @@ extension Player {
         case .toggle: engine.toggle()
         case .stop:
             cancelStreamOpening()
+            // A queue entry still opening is not played when it has opened.
+            autoPlay = nil
+            unplayable.removeAll()
             engine.stop()
         }
         outputRecoveryTransport(t)
@@ -149,7 +154,9 @@ extension Player {
                 try engine.play(decoder: decoder, from: at)
             }
         }
-        // A file played by path is outside the queue.
+        // A file played by path is outside the queue (and a queue entry still opening
+        // is not played when it has opened).
+        autoPlay = nil
         queue.setCurrent(nil)
         pendingNext = nil
         queueChanged(edited: false)

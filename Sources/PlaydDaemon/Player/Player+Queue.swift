@@ -45,11 +45,12 @@ extension Player {
         if let c = current, r.contains(c), engine.status().state != .stopped {
             // As MPD: removing the entry playing goes on with the one after the range; at
             // the end of the queue, with repeat on, with the first (the shuffle's first).
+            // Not parked on the open: run again, the request would delete again.
             if r.lowerBound < queue.count {
-                try playEntry(r.lowerBound)
+                playEntryLater(r.lowerBound)
             } else if queue.repeats, queue.count > 0 {
                 queue.setCurrent(nil)
-                try playEntry(queue.successor(of: nil, manual: true) ?? 0)
+                playEntryLater(queue.successor(of: nil, manual: true) ?? 0)
             } else {
                 engine.stop()
             }
@@ -74,9 +75,23 @@ extension Player {
     }
 
     func clear() {
+        if ttsPausedMusic != nil { stopTTSPause() }  // a second `clear`
         queue.clear()
         pendingNext = nil
-        transport(.stop)
+        if !config.ttsURLs.isEmpty, announcements.current == nil, recovery == nil, engine.status().state == .playing,
+           let t = engine.status().track, !t.isLive, !NetworkInput.isStreamURL(t.path) {
+            // A TTS clip may follow (Player+TTS.swift): the music pauses at an exact frame
+            // instead, and stops once that has settled (or at the next command that is
+            // not the clip's). Status says stopped meanwhile, as after MPD's `clear`.
+            cancelStreamOpening()
+            autoPlay = nil
+            unplayable.removeAll()
+            engine.pause()
+            ttsPausedMusic = monotonicNanoseconds()
+            saveState()
+        } else {
+            transport(.stop)
+        }
         queueChanged()
     }
 
@@ -147,41 +162,95 @@ extension Player {
 
     /// Plays the entry at `index`; entries that cannot be played are reported in a
     /// `skipped` event and the ones after them tried, once round the queue at most.
+    ///
+    /// A local file is opened off the control thread (issue 38: a `next` to a file on a
+    /// hung mount stopped every client): until it has opened this throws `workPending`,
+    /// and a session's request waits and runs again (``resumeParked``), or, for a caller
+    /// with no session (``playEntryLater``), ``retryPlay()`` runs it again. Nothing moves
+    /// before an open is done, so the run again starts from the same entry, and the
+    /// entries found unplayable on the way (``unplayable``) are not opened twice.
     func playEntry(_ index: Int) throws {
-        cancelStreamOpening()
+        ControlThread.check()
+        autoPlay = nil
         var candidate: Int? = index
         var tries = 0
         // Moving to another entry is not an edit, unless consume took the last one out.
         let before = queue.count
-        defer { queueChanged(edited: queue.count != before) }
+        var waiting = false  // nothing moved yet: no news, no save
+        defer { if !waiting { queueChanged(edited: queue.count != before) } }
         while let i = candidate, tries < queue.count {
             tries += 1
-            let id = queue.entries[i].id
-            guard let now = queue.advance(to: i) else { break }
-            pendingNext = nil
-            let path = queue.entries[now].path
-            if NetworkInput.isStreamURL(path) {
+            let e = queue.entries[i]
+            if NetworkInput.isStreamURL(e.path) {
+                cancelStreamOpening()
+                unplayable.removeAll()
+                queue.advance(to: i)
+                pendingNext = nil
                 // Opened off this thread; a failure goes on from there (streamOpened).
-                openStream(path, entry: id)
+                openStream(e.path, entry: e.id)
                 return
             }
             do {
-                try engine.play(path: path)
+                if let failed = unplayable[e.path] { throw failed }
+                let decoder: AudioDecoder
+                do {
+                    decoder = try openedFile(e.path)
+                } catch let p as PlayerError where p.code == .workPending {
+                    autoPlay = (queue.entries[index].id, e.path)
+                    waiting = true
+                    throw p
+                }
+                cancelStreamOpening()
+                queue.advance(to: i)
+                pendingNext = nil
+                try engine.play(decoder: decoder)
                 reportedSkips.removeAll()
+                unplayable.removeAll()
                 return
+            } catch let p as PlayerError where p.code == .workPending {
+                throw p
             } catch {
-                reportSkipped(id: id, path: path, error)
-                candidate = queue.successor(of: now, manual: true)
-                if candidate == now { break }
+                if let s = error as? StreamError { unplayable[e.path] = s }
+                reportSkipped(id: e.id, path: e.path, error)
+                candidate = queue.successor(of: i, manual: true)
+                if candidate == index { break }
             }
         }
+        unplayable.removeAll()
+        cancelStreamOpening()
         engine.stop()
         queue.setCurrent(nil)
+    }
+
+    /// ``playEntry(_:)`` for a caller whose request must not run again (a `delete` of
+    /// the entry playing, a track's end): an open still going on finishes in
+    /// ``retryPlay()``.
+    func playEntryLater(_ index: Int) {
+        do { try playEntry(index) } catch let p as PlayerError where p.code == .workPending {
+            // autoPlay is set: retryPlay goes on when the file has opened.
+        } catch {}
+    }
+
+    /// Goes on with a ``playEntry(_:)`` that waited for a file to open, once it has
+    /// opened (or could not), unless a session's request ran it again first or
+    /// something else was played since (either clears ``autoPlay``). And hands the
+    /// engine the next track if its open is done. From ``flush()``, after the sessions
+    /// resumed in the turn.
+    func retryOpens() {
+        if let a = autoPlay, openedFiles[a.awaited] != nil {
+            autoPlay = nil
+            if let i = queue.index(ofID: a.start) { playEntryLater(i) }
+        }
+        if let n = openingNext, openedFiles[n.path] != nil {
+            openingNext = nil
+            queueNextInEngine()
+        }
     }
 
     /// Queues the entry that follows the current one in the engine, for a gapless
     /// change (or, when its format needs the device reopened, for playing at the end).
     func queueNextInEngine() {
+        ControlThread.check()
         let status = engine.status()
         guard let current = queue.current, status.state != .stopped else { return }
         // A live stream does not end on its own (only when it cannot be reconnected):
@@ -194,27 +263,61 @@ extension Player {
             let e = queue.entries[i]
             if NetworkInput.isStreamURL(e.path) {
                 // A stream is opened when its turn comes, off the control thread.
+                openingNext = nil
                 try? engine.setNext(path: nil)
                 pendingNext = (e.id, false, nil)
                 return
             }
+            if unplayable[e.path] != nil {
+                // Reported already; opening it again would go round for ever (each open
+                // a turn of its own, and this loop starting again after it).
+                candidate = queue.successor(of: i, manual: true)
+                if candidate == current { break }
+                continue
+            }
+            let decoder: AudioDecoder
             do {
-                let gapless = try engine.setNext(path: e.path, crossfadeFor: crossfadeRule())
+                decoder = try openedFile(e.path)
+            } catch let p as PlayerError where p.code == .workPending {
+                // Opening off this thread: the engine drops what it had queued and waits
+                // at the end of the current track for this one (retryOpens hands it over).
+                if openingNext?.id != e.id {
+                    engine.awaitNext()
+                    logger.debug("the next track opens; the engine waits for it", metadata: ["track.path": "\(e.path)"])
+                }
+                openingNext = (e.id, e.path)
+                pendingNext = nil
+                return
+            } catch {
+                openingNext = nil
+                if let s = error as? StreamError { unplayable[e.path] = s }
+                reportSkipped(id: e.id, path: e.path, error)
+                candidate = queue.successor(of: i, manual: true)
+                if candidate == current { break }
+                continue
+            }
+            openingNext = nil
+            do {
+                let gapless = try engine.setNext(decoder: decoder, crossfadeFor: crossfadeRule())
                 let generation = gapless ? engine.lastQueuedNextGeneration : nil
                 pendingNext = (e.id, gapless, generation)
                 if let g = generation { handedOut = Array((handedOut + [(g, e.id)]).suffix(8)) }
                 return
             } catch where error.code == .notPlaying {
                 // The current track ended meanwhile (a short one, or an unpaced output):
-                // its trackEnded plays what comes next. Nothing is wrong with this entry.
+                // its trackEnded plays what comes next (with this open, kept for it).
+                // Nothing is wrong with this entry.
+                openedFiles[e.path] = .success(Handoff(decoder))
                 pendingNext = nil
                 return
             } catch {
+                unplayable[e.path] = error
                 reportSkipped(id: e.id, path: e.path, error)
                 candidate = queue.successor(of: i, manual: true)
                 if candidate == current { break }
             }
         }
+        openingNext = nil
         pendingNext = nil
         try? engine.setNext(path: nil)
     }
@@ -234,6 +337,7 @@ extension Player {
         let before = queue.count
         queue.advance(to: i)
         reportedSkips.removeAll()
+        unplayable.removeAll()
         queueChanged(edited: queue.count != before)
     }
 
@@ -244,9 +348,9 @@ extension Player {
         let s = engine.status()
         guard s.state == .stopped, s.generation == generation, let c = queue.currentEntry, c.path == path else { return }
         if let p = pendingNext, !p.gapless, let i = queue.index(ofID: p.id) {
-            try? playEntry(i)
+            playEntryLater(i)
         } else if let n = queue.successor() {
-            try? playEntry(n)
+            playEntryLater(n)
         } else if queue.single != .off {
             // Single without repeat: stopped after the song, which stays the current
             // one (as MPD: `play` plays it again). A oneshot is used up.
@@ -277,8 +381,21 @@ extension Player {
 
     /// Hands the engine the entry that follows, if that is another one now.
     func followOn() {
-        let want = queue.successor().map { queue.entries[$0].id }
-        if want != pendingNext?.id { queueNextInEngine() }
+        let want = wantedNext().map { queue.entries[$0].id }
+        if want != pendingNext?.id && (want == nil || want != openingNext?.id) { queueNextInEngine() }
+    }
+
+    /// The entry to follow the current one: its successor, past the entries found
+    /// unplayable since it began (``unplayable``).
+    func wantedNext() -> Int? {
+        var candidate = queue.successor()
+        var tries = 0
+        while let i = candidate, unplayable[queue.entries[i].path] != nil {
+            tries += 1
+            candidate = queue.successor(of: i, manual: true)
+            if candidate == queue.current || tries >= queue.count { return nil }
+        }
+        return candidate
     }
 
     func reportSkipped(id: Int, path: String, _ error: Error) {

@@ -99,7 +99,7 @@ extension Player {
             // On to the next entry, once round the queue at most.
             streamFailures += 1
             if streamFailures < queue.count, let n = queue.successor(of: index, manual: true), n != index {
-                try? playEntry(n)
+                playEntryLater(n)
             } else {
                 streamFailures = 0
                 queue.setCurrent(nil)

@@ -45,6 +45,8 @@ public final class Player: @unchecked Sendable {
     var lastSaved: UInt64 = 0
     /// State files written so far (tests count them: one per command).
     private(set) var stateWrites = 0
+    /// Writes them off this thread. Set in init.
+    let stateWriter: StateWriter
     /// Changes and events since the last ``flush()``. Control thread.
     private var pendingChanges = Changes()
     private var pendingEvents: [PlayerEvent] = []
@@ -126,7 +128,28 @@ public final class Player: @unchecked Sendable {
     /// began, and the opens done, kept until the end of the turn they arrived in
     /// (Player+Open.swift). Control thread.
     var openingFiles: [String: UInt64] = [:]
+    /// Opens a file when it is not opening one already (Player+Open.swift), and whether
+    /// it is (until that open's result is back here; one stuck on a hung mount keeps it
+    /// busy). Control thread.
+    let fileOpener = SerialWorker(name: "playd-open-file")
+    var fileOpenerBusy = false
     var openedFiles: [String: Result<Handoff<AudioDecoder>, StreamError>] = [:]
+    /// A ``playEntry(_:)`` waiting for `awaited` to open, from the entry it began at
+    /// (``retryOpens()`` goes on with it). Control thread.
+    var autoPlay: (start: Int, awaited: String)?
+    /// Files found unplayable since the current track began (by ``playEntry(_:)`` on its
+    /// way through the queue, or as the one to follow): the run again after an open goes
+    /// past them without opening them again, and so does the choice of the next track.
+    /// Control thread.
+    var unplayable: [String: StreamError] = [:]
+    /// The entry to follow being opened off this thread; the engine waits for it
+    /// (``PlaybackEngine/awaitNext()``). Control thread.
+    var openingNext: (id: Int, path: String)?
+    /// Home Assistant's TTS sequence under way (Player+TTS.swift). Control thread.
+    var ttsWatch: TTSWatch?
+    /// Since when the music paused at a `clear` waits to be stopped (or taken back by
+    /// a TTS clip's `play`): status shows it stopped. Control thread.
+    var ttsPausedMusic: UInt64?
     /// Network stream opens (connect and probe), off the control thread.
     let opener = SerialWorker(name: "playd-open")
     /// The stream being opened now, if any (Player+Stream.swift). Control thread.
@@ -155,6 +178,7 @@ public final class Player: @unchecked Sendable {
     public init(config: DaemonConfig, logger: Logger) throws {
         self.config = config
         self.logger = logger
+        self.stateWriter = StateWriter(logger: logger)
         self.statePath = config.resolvedStateFile
         var ec = PlaybackEngine.Configuration()
         ec.output = config.outputSpec
@@ -234,7 +258,7 @@ public final class Player: @unchecked Sendable {
 
     /// Saves and stops the engine. After the control thread has stopped.
     public func shutdown() {
-        writeState()
+        writeState(now: true)
         engine.shutdown()
     }
 
@@ -242,6 +266,7 @@ public final class Player: @unchecked Sendable {
 
     /// Records `event` (and what it changed) for the next ``flush()``.
     func emit(_ event: PlayerEvent) {
+        ControlThread.check()
         pendingEvents.append(event)
         pendingChanges.formUnion(event.changes)
     }
@@ -251,6 +276,8 @@ public final class Player: @unchecked Sendable {
     /// calls it at the end of every turn of its loop, after the lines and the posted
     /// work of that turn. Control thread.
     public func flush() {
+        ControlThread.check()
+        retryOpens()
         collectedSources.removeAll()
         openedFiles.removeAll()
         if stateDirty { writeState() }
@@ -290,6 +317,12 @@ public final class Player: @unchecked Sendable {
             // is the position status reports from now on. One overtaken by a resume (or a
             // stop) on this thread is not news any more.
             var at: (frame: Int64, seconds: Double)?
+            if s == .paused, ttsPausedMusic != nil {
+                // The music paused at a `clear`: where the sound stopped is where it goes
+                // on after a TTS clip. Now it stops, as the `clear` asked.
+                settleTTSPause()
+                return
+            }
             if s == .paused {
                 let status = engine.status()
                 guard status.state == .paused else { return }
@@ -329,6 +362,7 @@ public final class Player: @unchecked Sendable {
         }
         outputRecoveryTick()
         libraryTick()
+        ttsTick()
         fileOpenTick()
     }
 
@@ -385,8 +419,9 @@ public final class Player: @unchecked Sendable {
     /// The state file is written at the next ``flush()``.
     func saveState() { stateDirty = true }
 
-    /// Writes the state file now. Control thread (or at shutdown).
-    func writeState() {
+    /// Writes the state file: on the writer thread, or here when `now` (at shutdown).
+    /// Control thread (or at shutdown).
+    func writeState(now: Bool = false) {
         guard !restoring else { return }
         stateDirty = false
         stateWrites += 1
@@ -399,9 +434,7 @@ public final class Player: @unchecked Sendable {
             state.volume = currentLevel().volume
             state.muted = s.level.muted
             state.crossfade = crossfade
-            do { try StateStore.save(state, to: statePath) } catch {
-                logger.error("cannot save state", metadata: ["state.path": "\(statePath)", "error": "\(error)"])
-            }
+            store(state, now: now)
             return
         }
         unrestored = nil
@@ -412,11 +445,13 @@ public final class Player: @unchecked Sendable {
                                volume: currentLevel().volume, muted: s.level.muted, queue: queue,
                                disabledOutputs: engine.outputs().filter { !$0.enabled }.map(\.name),
                                crossfade: crossfade)
-        do {
-            try StateStore.save(state, to: statePath)
-        } catch {
-            logger.error("cannot save state", metadata: ["state.path": "\(statePath)", "error": "\(error)"])
-        }
+        store(state, now: now)
+    }
+
+    /// Hands `state` to the writer thread, or (`now`, at shutdown) writes it here.
+    private func store(_ state: SavedState, now: Bool) {
+        let text = state.json.text + "\n"
+        if now { stateWriter.writeNow(text, to: statePath) } else { stateWriter.write(text, to: statePath) }
     }
 
     private func restoreState() {

@@ -336,6 +336,7 @@ public final class ControlServer: @unchecked Sendable {
 
     /// The event loop. Returns after `stop()`.
     public func run() {
+        ControlThread.claim()
         var fds: [pollfd] = []
         var lastTick = monotonicNanoseconds()
         while !stopping.load(ordering: .relaxed) {

@@ -47,7 +47,13 @@ extension MPDCommands {
         }
         if p.libraryJob != 0 { lines.append("updating_db: \(p.libraryJob)") }
         // MPD's `error:` line, which mpc prints as "ERROR: …": the output is gone.
-        if let loss = p.outputLoss { lines.append("error: \(loss.error.message)") }
+        if let loss = p.outputLoss {
+            lines.append("error: \(loss.error.message)")
+        } else if let attempt = p.streamReconnecting {
+            // A station that dropped: MPD has no word for it; `error:` is what MPD clients
+            // show (mpc: "ERROR: …"), and it goes once the stream is back.
+            lines.append("error: reconnecting to the stream (attempt \(attempt) of \(p.config.streamReconnects))")
+        }
         if let n = heard.next {
             lines += ["nextsong: \(n)", "nextsongid: \(queue.entries[n].id)"]
         }
