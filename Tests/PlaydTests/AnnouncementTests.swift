@@ -168,6 +168,50 @@ struct AnnouncementTests {
         try expectClipBetweenMusic(h, music: music, clip: tts)
     }
 
+    /// `tts_mode = "duck"`: the same sequence, and the music plays on under the clip
+    /// (the announcement ducks it), from where it would have been; the queue is back.
+    /// Paused before: it stays paused, the clip plays alone.
+    @Test func homeAssistantsTTSInDuckModeKeepsTheMusicPlaying() throws {
+        let h = try DaemonHarness(extraConfig: "[mpd]\nsocket = \"$DIR/mpd.sock\"\n[announce]\ntts_mode = \"duck\"\ntts_duck_db = -12")
+        let music = try AnnouncementModel.music(in: h.dir, seconds: 30)
+        let web = h.dir + "/web/api/tts_proxy"
+        try FileManager.default.createDirectory(atPath: web, withIntermediateDirectories: true)
+        _ = try AnnouncementModel.ttsClip(in: web, name: "clip.mp3")
+        try h.start()
+        let events = try LineClient(path: h.socket)
+        #expect(events.request(.obj(("id", .int(1)), ("cmd", .string("subscribe"))))?["ok"]?.boolValue == true)
+        let server = try TestHTTPServer.start(serving: h.dir + "/web")
+        defer { server.kill() }
+        let url = "http://127.0.0.1:\(server.port)/api/tts_proxy/clip.mp3"
+        #expect(h.request("add", ("paths", .array([.string(music)])))?["ok"]?.boolValue == true)
+        #expect(h.request("play", ("index", .int(0)))?["ok"]?.boolValue == true)
+        #expect(playing(h))
+        let before = try #require(h.request("status")?["position_frames"]?.numberValue)
+        let r = try Shell.run(["/usr/bin/python3", "-c", Self.homeAssistantPlayMedia, h.dir + "/mpd.sock", url])
+        #expect(r.status == 0, "\(r.stderr)")
+        let seen = self.events(events, until: "announcement_started")
+        let started = try #require(named(seen, "announcement_started").first, "the clip plays as an announcement")
+        #expect(started["music_frame"]?.numberValue ?? 0 >= before, "over the music, not before where it was: \(started.text)")
+        let during = try #require(h.request("status"))
+        #expect(during["state"]?.stringValue == "playing" && during["file"]?.stringValue == music, "\(during.text)")
+        #expect(during["announcing"]?["mode"]?.stringValue == "duck" && during["announcing"]?["duck_db"]?.numberValue == -12, "\(during.text)")
+        #expect(during["queue"]?["length"]?.numberValue == 1 && during["queue"]?["current"]?.numberValue == 0)
+        let ended = self.events(events, until: "announcement_ended")
+        #expect(named(ended, "announcement_ended").first?["error"] == nil)
+        #expect(h.request("status")?["state"]?.stringValue == "playing")
+
+        // Paused before: the clip plays alone and the music stays paused, queue back.
+        #expect(h.request("pause")?["ok"]?.boolValue == true)
+        #expect(h.waitFor { h.request("status")?["state"]?.stringValue == "paused" })
+        let r2 = try Shell.run(["/usr/bin/python3", "-c", Self.homeAssistantPlayMedia, h.dir + "/mpd.sock", url])
+        #expect(r2.status == 0, "\(r2.stderr)")
+        #expect(named(self.events(events, until: "announcement_ended"), "announcement_ended").first?["error"] == nil)
+        let after = try #require(h.request("status"))
+        #expect(after["state"]?.stringValue == "paused" && after["file"]?.stringValue == music && after["queue"]?["length"]?.numberValue == 1,
+                "\(after.text)")
+        _ = h.terminate()
+    }
+
     /// What is not HA's TTS sequence is MPD's: a URL outside `tts_urls` replaces the
     /// queue, and a TTS URL added without the `clear` just before is queued.
     @Test func otherSequencesReplaceTheQueueAsMPDDoes() throws {

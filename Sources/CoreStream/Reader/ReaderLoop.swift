@@ -10,9 +10,6 @@ enum ReaderCommand {
     case seek(Int64, generation: UInt64)
     case edit(ReaderEdit)
     case next(Handoff<AudioDecoder>?, generation: UInt64, overlap: ReaderOverlap?)
-    /// The next track is being opened off the control thread: drop the one queued and
-    /// wait at the end of this one (forward) for a `next`, instead of ending there.
-    case awaitNext
     case stop(generation: UInt64)
     /// Let go of the decoder and of the ring until the next load (an output reopen).
     case detach(Handoff<Semaphore>)
@@ -48,7 +45,7 @@ final class ReaderMailbox: @unchecked Sendable {
         list.withLock { $0.append(command) }
         switch command {
         case .load, .seek, .stop, .detach, .quit: abandoning.store(true, ordering: .relaxed)
-        case .edit, .next, .awaitNext, .barrier: break
+        case .edit, .next, .barrier: break
         }
         waiting.store(true, ordering: .releasing)
         EventFD.signal(wake)
@@ -145,22 +142,6 @@ final class ReaderLoop {
     var decoderSerial = 0
     var generation: UInt64 = 0
     var finished = true
-    /// A next track is coming (``ReaderCommand/awaitNext``): at the end of this one,
-    /// wait for it rather than end the stream. A `next`, a load or a stop settles it.
-    /// An unpaced render (`wav:…?pace=off`) decodes a 20 s track in about 50 ms, less
-    /// than the follower's open (probe and exact-length tail decode) can take; without
-    /// the wait its join was a stop and a start. Paced, the wait is an underrun only if
-    /// the open takes longer than the ring holds.
-    var awaitingNext = false
-    /// The decoder is at the end and waits for the next track (`awaitingNext`): sleep
-    /// until a command comes.
-    var heldAtEnd = false
-    /// When the wait at the end began (0: not waiting). After ``maxHoldNanoseconds``
-    /// the stream ends there after all: a next track whose open takes that long (a
-    /// hung mount) follows after a gap, and nothing the control side forgets can keep
-    /// the engine "playing" the end of a track for ever.
-    var heldSince: UInt64 = 0
-    static let maxHoldNanoseconds: UInt64 = 5_000_000_000
     /// Since a `detach` (an output reopen) and until the next load: the ring is the
     /// control side's to reset.
     var detached = false
@@ -260,8 +241,6 @@ final class ReaderLoop {
                 case .stop(let generation):
                     self.generation = generation
                     leadIn = 0
-                    awaitingNext = false
-                    heldSince = 0
                     next = nil
                     previous = nil
                     unheard.removeAll()
@@ -272,8 +251,6 @@ final class ReaderLoop {
                     // render thread may be being replaced (no one to acknowledge).
                     if !detached { flush() }
                 case .load(let handoff, let start, let direction, let generation):
-                    awaitingNext = false
-                    heldSince = 0
                     let decoder = handoff.value
                     adopt(decoder)
                     self.generation = generation
@@ -310,22 +287,13 @@ final class ReaderLoop {
                     // Frames already mixed with the one replaced stay; the rest of the
                     // current track ends on its own (leadIn 0 past the overlap's start).
                     leadIn = 0
-                    awaitingNext = false
-                    heldSince = 0
                     next = handoff.map { ($0.value, generation, overlap) }
                     if let n = next { adopt(n.decoder) }
-                case .awaitNext:
-                    // As a `next` of nothing, and the end waits for the one coming.
-                    if previous != nil { takeBackSwitch() }
-                    leadIn = 0
-                    next = nil
-                    awaitingNext = true
                 case .edit:
                     break
                 }
             }
             if !edits.isEmpty { splice(edits) }
-            heldAtEnd = false
             fill()
             report()
             // Sleep until the render thread wants more (low water, end, underrun, device
@@ -333,7 +301,7 @@ final class ReaderLoop {
             // 1 s, or 50 ms while a loop runs, so wrap events are timely.
             // Without a stream the reader does not look at the ring at all: the control
             // side resizes it (reopenOutput) while the reader is detached.
-            if finished || heldAtEnd || self.decoder == nil || shared.ring.writableFrames < chunk {
+            if finished || self.decoder == nil || shared.ring.writableFrames < chunk {
                 let looping = self.head?.loop.map { l in l.count.map { reportedPass < Int64($0) } ?? true } ?? false
                 let switching = !unheard.isEmpty  // events at the frame the next track is heard
                 EventFD.wait(shared.readerWake, timeoutNanoseconds: looping || switching ? 50_000_000 : 1_000_000_000)
@@ -531,14 +499,6 @@ final class ReaderLoop {
             do {
                 if try !produce() {
                     if switchToNext() { continue }
-                    if awaitingNext && self.head?.direction == .forward {
-                        let now = monotonicNanoseconds()
-                        if heldSince == 0 { heldSince = now }
-                        if now &- heldSince < Self.maxHoldNanoseconds { heldAtEnd = true; return }
-                        logger.warning("the next track did not come within 5 s: the stream ends here", metadata: ["track.path": "\(decoder.info.path)"])
-                        awaitingNext = false
-                    }
-                    heldSince = 0
                     finish()
                     return
                 }

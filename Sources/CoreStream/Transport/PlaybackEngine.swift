@@ -560,21 +560,6 @@ public final class PlaybackEngine: @unchecked Sendable {
         }
     }
 
-    /// The caller is opening the track to follow (off its thread) and will hand it over
-    /// with ``setNext(decoder:crossfadeFor:)``, or say there is none with
-    /// `setNext(path: nil)`: the track queued before is dropped, and the reader waits at
-    /// the end of the current one instead of ending the stream, so the join stays
-    /// gapless however long the open takes (paced, a late one is heard as an underrun).
-    /// Does nothing when nothing plays. Thread: any.
-    public func awaitNext() {
-        control.withLock { c in
-            guard c.track != nil, c.transport.state != .stopped else { return }
-            c.supersede()
-            applyLevel(c)
-            send(.awaitNext)
-        }
-    }
-
     /// The track queued by ``setNext(path:)`` and not yet heard.
     public var queuedNext: TrackInfo? { control.withLock { $0.next?.info } }
 

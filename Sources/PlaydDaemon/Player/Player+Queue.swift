@@ -233,17 +233,12 @@ extension Player {
 
     /// Goes on with a ``playEntry(_:)`` that waited for a file to open, once it has
     /// opened (or could not), unless a session's request ran it again first or
-    /// something else was played since (either clears ``autoPlay``). And hands the
-    /// engine the next track if its open is done. From ``flush()``, after the sessions
-    /// resumed in the turn.
+    /// something else was played since (either clears ``autoPlay``). From ``flush()``,
+    /// after the sessions resumed in the turn.
     func retryOpens() {
         if let a = autoPlay, openedFiles[a.awaited] != nil {
             autoPlay = nil
             if let i = queue.index(ofID: a.start) { playEntryLater(i) }
-        }
-        if let n = openingNext, openedFiles[n.path] != nil {
-            openingNext = nil
-            queueNextInEngine()
         }
     }
 
@@ -263,51 +258,31 @@ extension Player {
             let e = queue.entries[i]
             if NetworkInput.isStreamURL(e.path) {
                 // A stream is opened when its turn comes, off the control thread.
-                openingNext = nil
                 try? engine.setNext(path: nil)
                 pendingNext = (e.id, false, nil)
                 return
             }
             if unplayable[e.path] != nil {
-                // Reported already; opening it again would go round for ever (each open
-                // a turn of its own, and this loop starting again after it).
+                // Reported already: not opened again while this track plays (every
+                // edit of the queue runs this again).
                 candidate = queue.successor(of: i, manual: true)
                 if candidate == current { break }
                 continue
             }
-            let decoder: AudioDecoder
             do {
-                decoder = try openedFile(e.path)
-            } catch let p as PlayerError where p.code == .workPending {
-                // Opening off this thread: the engine drops what it had queued and waits
-                // at the end of the current track for this one (retryOpens hands it over).
-                if openingNext?.id != e.id {
-                    engine.awaitNext()
-                    logger.debug("the next track opens; the engine waits for it", metadata: ["track.path": "\(e.path)"])
-                }
-                openingNext = (e.id, e.path)
-                pendingNext = nil
-                return
-            } catch {
-                openingNext = nil
-                if let s = error as? StreamError { unplayable[e.path] = s }
-                reportSkipped(id: e.id, path: e.path, error)
-                candidate = queue.successor(of: i, manual: true)
-                if candidate == current { break }
-                continue
-            }
-            openingNext = nil
-            do {
-                let gapless = try engine.setNext(decoder: decoder, crossfadeFor: crossfadeRule())
+                // Opened here, on the control thread: the gapless join must be queued
+                // before the reader reaches the current track's end, and opened off this
+                // thread it sometimes was not (the engine then has to wait for it, and
+                // that wait hung the bad-media corpus in 2 of 14 runs under load, cause
+                // not found; issue 38 notes it as what remains).
+                let gapless = try engine.setNext(path: e.path, crossfadeFor: crossfadeRule())
                 let generation = gapless ? engine.lastQueuedNextGeneration : nil
                 pendingNext = (e.id, gapless, generation)
                 if let g = generation { handedOut = Array((handedOut + [(g, e.id)]).suffix(8)) }
                 return
             } catch where error.code == .notPlaying {
                 // The current track ended meanwhile (a short one, or an unpaced output):
-                // its trackEnded plays what comes next (with this open, kept for it).
-                // Nothing is wrong with this entry.
-                openedFiles[e.path] = .success(Handoff(decoder))
+                // its trackEnded plays what comes next. Nothing is wrong with this entry.
                 pendingNext = nil
                 return
             } catch {
@@ -317,7 +292,6 @@ extension Player {
                 if candidate == current { break }
             }
         }
-        openingNext = nil
         pendingNext = nil
         try? engine.setNext(path: nil)
     }
@@ -382,7 +356,7 @@ extension Player {
     /// Hands the engine the entry that follows, if that is another one now.
     func followOn() {
         let want = wantedNext().map { queue.entries[$0].id }
-        if want != pendingNext?.id && (want == nil || want != openingNext?.id) { queueNextInEngine() }
+        if want != pendingNext?.id { queueNextInEngine() }
     }
 
     /// The entry to follow the current one: its successor, past the entries found

@@ -12,9 +12,12 @@ import Glibc
 /// announcement instead: the queue, the current entry, the position and the play
 /// state from before the `clear` come back, and the clip plays over them (`tts_mode =
 /// "pause"`: the music waits at the frame heard at the `clear` and goes on from it
-/// after the clip; `"duck"`: it goes on under the clip, at `tts_duck_db`, where it
-/// would have been). Any other sequence, or a URL that matches no pattern, is MPD's:
-/// the queue is replaced.
+/// after the clip; `"duck"`: it goes on under the clip, at `tts_duck_db`, from that
+/// frame). The `clear` pauses the music (an exact frame) rather than stop it, and
+/// status says stopped, as MPD's would; the pause becomes a stop once it has settled
+/// unless the clip's `play` came first (Home Assistant sends the three within a few
+/// milliseconds), which then goes on from it. Any other sequence, or a URL that
+/// matches no pattern, is MPD's: the queue is replaced.
 ///
 /// The three commands are recognised in the Player, whichever protocol sent them: a
 /// `clear` starts the watch, an `add` of one matching URL to the emptied queue keeps
@@ -28,11 +31,10 @@ extension Player {
         /// The local file playing or paused at the `clear` (a stream is not resumed
         /// from a frame: it is played again from its queue entry, as MPD would).
         var track: String?
-        /// Where it was heard then, in its frames, and its rate.
+        /// Where it was heard then, in its frames (the frame the pause settled on, once
+        /// it has).
         var frame: Int64
-        var rate: Int
         var state: Transport.State
-        var clearedAt: UInt64
         /// The clip added after the `clear`; nil until then.
         var clip: String?
     }
@@ -50,8 +52,7 @@ extension Player {
         case .clear:
             let s = engine.status()
             let local = s.track.flatMap { $0.isLive || NetworkInput.isStreamURL($0.path) ? nil : $0.path }
-            let watch = TTSWatch(queue: queue, track: local, frame: s.positionFrames, rate: s.track?.sampleRate ?? 0,
-                                 state: s.state, clearedAt: monotonicNanoseconds())
+            let watch = TTSWatch(queue: queue, track: local, frame: s.positionFrames, state: s.state)
             clear()
             ttsWatch = watch
             return Outcome()
@@ -120,7 +121,6 @@ extension Player {
         let duck = config.ttsMode == "duck"
         queue = watch.queue
         pendingNext = nil
-        openingNext = nil
         var resumeAfter = false
         if ttsPausedMusic != nil {
             // Still in the engine, paused at the exact frame (HA's `add` and `play` come
@@ -129,15 +129,8 @@ extension Player {
             ttsPausedMusic = nil
             if duck { engine.resume() } else { resumeAfter = true }
         } else if let d = decoder {
-            var frame = watch.frame
             let playing = watch.state == .playing
-            if duck && playing && watch.rate > 0 {
-                // Ducked, the music goes on where it would be had it never stopped.
-                let elapsed = Int64((monotonicNanoseconds() &- watch.clearedAt) / 1_000_000)
-                frame += elapsed * Int64(watch.rate) / 1000
-                if let n = d.info.durationFrames { frame = min(frame, max(0, n - 1)) }
-            }
-            try engine.play(decoder: d, from: frame, paused: !(duck && playing))
+            try engine.play(decoder: d, from: watch.frame, paused: !(duck && playing))
             resumeAfter = playing && !duck
         }
         queueChanged()

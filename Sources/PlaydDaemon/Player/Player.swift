@@ -142,9 +142,6 @@ public final class Player: @unchecked Sendable {
     /// past them without opening them again, and so does the choice of the next track.
     /// Control thread.
     var unplayable: [String: StreamError] = [:]
-    /// The entry to follow being opened off this thread; the engine waits for it
-    /// (``PlaybackEngine/awaitNext()``). Control thread.
-    var openingNext: (id: Int, path: String)?
     /// Home Assistant's TTS sequence under way (Player+TTS.swift). Control thread.
     var ttsWatch: TTSWatch?
     /// Since when the music paused at a `clear` waits to be stopped (or taken back by
