@@ -205,11 +205,12 @@ struct BadMediaQueueTests {
         // What the first pass leaves is heap fragmentation, not a leak: a second pass over
         // the same 1,000 files adds nothing (docs/reliability.md). Fragmentation moves
         // either way between passes; a leak grows every pass: when the second grew, a
-        // third must not. Since the files open off the control thread (issue 38) the
-        // first pass leaves more and passes move more: +2.5–2.9 MB over the warm-up and
-        // −1.5…+1.4 MB between passes, plateauing near 10.4 MB (opened on the control
-        // thread, 2026-11-26, same build: +0.6–0.8 MB, ±0.3 MB, 9.3 MB). Not the malloc
-        // arenas: M_ARENA_MAX 1 or 2 changed nothing.
+        // third must not. Since files open off the control thread (issue 38) the first
+        // pass leaves more and passes move more: +1.7 MB over the warm-up with the
+        // queue's plays off it, +2.5–2.9 MB and −1.5…+1.4 MB between passes when the
+        // gapless next was too (opened on the control thread, 2026-11-26, same build:
+        // +0.6–0.8 MB, ±0.3 MB). Not the malloc arenas: M_ARENA_MAX 1 or 2 changed
+        // nothing.
         if !sanitized {
             #expect(after - baseline <= 4096, "private memory grew by \(after - baseline) kB over the corpus")
             if afterSecond - after > 1536 {
