@@ -166,7 +166,7 @@ extension Player {
     /// A local file is opened off the control thread (issue 38: a `next` to a file on a
     /// hung mount stopped every client): until it has opened this throws `workPending`,
     /// and a session's request waits and runs again (``resumeParked``), or, for a caller
-    /// with no session (``playEntryLater``), ``retryPlay()`` runs it again. Nothing moves
+    /// with no session (``playEntryLater``), ``retryOpens()`` runs it again. Nothing moves
     /// before an open is done, so the run again starts from the same entry, and the
     /// entries found unplayable on the way (``unplayable``) are not opened twice.
     func playEntry(_ index: Int) throws {
@@ -224,10 +224,10 @@ extension Player {
 
     /// ``playEntry(_:)`` for a caller whose request must not run again (a `delete` of
     /// the entry playing, a track's end): an open still going on finishes in
-    /// ``retryPlay()``.
+    /// ``retryOpens()``.
     func playEntryLater(_ index: Int) {
         do { try playEntry(index) } catch let p as PlayerError where p.code == .workPending {
-            // autoPlay is set: retryPlay goes on when the file has opened.
+            // autoPlay is set: retryOpens goes on when the file has opened.
         } catch {}
     }
 

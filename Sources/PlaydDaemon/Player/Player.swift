@@ -423,7 +423,14 @@ public final class Player: @unchecked Sendable {
         stateDirty = false
         stateWrites += 1
         lastSaved = monotonicNanoseconds()
-        let s = engine.status()
+        var s = engine.status()
+        if ttsPausedMusic != nil {
+            // Cleared, waiting for a TTS clip: stopped, as status says (a restart in
+            // those milliseconds must not bring back a track the `clear` took away).
+            s.state = .stopped
+            s.track = nil
+            s.positionFrames = 0
+        }
         if let kept = unrestored, s.track == nil {
             // The track saved before could not be played at start: keep it.
             var state = kept
