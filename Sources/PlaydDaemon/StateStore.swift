@@ -164,10 +164,10 @@ final class StateWriter: Sendable {
     /// The newest document not yet written, and its path. Set by the control thread,
     /// taken by the worker; under its lock.
     private let newest = Locked<(text: String, path: String)?>(nil)
-    /// Held while a file is written, so shutdown's last write and the worker's never
-    /// share the temporary file. Taken by the worker and by ``writeNow``; nothing else
-    /// is locked meanwhile.
-    private let writing = Locked<Int>(0)
+    /// Held while a document is taken and written, so shutdown's last write and the
+    /// worker's never share the temporary file, and none is written after it. Taken by
+    /// the worker and by ``writeNow``, before `newest`.
+    private let writing = Locked<Void>(())
     private let logger: Logger
 
     init(logger: Logger) { self.logger = logger }
@@ -181,23 +181,27 @@ final class StateWriter: Sendable {
         }
         guard idle else { return }
         worker.submit { [self] in
-            guard let job = newest.withLock({ n -> (text: String, path: String)? in defer { n = nil }; return n }) else { return }
-            save(job.text, job.path)
+            // The document is taken under `writing`: taken before it, an older state
+            // could be written after shutdown's last one.
+            writing.withLock { _ in
+                guard let job = newest.withLock({ n -> (text: String, path: String)? in defer { n = nil }; return n }) else { return }
+                save(job.text, job.path)
+            }
         }
     }
 
     /// Writes `text` now, on this thread, and drops what waits: at shutdown.
     func writeNow(_ text: String, to path: String) {
-        newest.withLock { $0 = nil }
-        save(text, path)
+        writing.withLock { _ in
+            newest.withLock { $0 = nil }
+            save(text, path)
+        }
     }
 
+    /// Writes one document. Under `writing` (lock order: `writing`, then `newest`).
     private func save(_ text: String, _ path: String) {
-        writing.withLock { count in
-            count += 1
-            do { try StateStore.save(text: text, to: path) } catch {
-                logger.error("cannot save state", metadata: ["state.path": "\(path)", "error": "\(error)"])
-            }
+        do { try StateStore.save(text: text, to: path) } catch {
+            logger.error("cannot save state", metadata: ["state.path": "\(path)", "error": "\(error)"])
         }
     }
 }

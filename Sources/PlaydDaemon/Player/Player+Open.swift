@@ -35,11 +35,8 @@ extension Player {
             }
             if onOpener {
                 fileOpenerBusy = true
-                // The opener thread is free: the open runs there. A thread for each open
-                // kept a stack and a malloc arena of its own for each one open at once:
-                // the bad-media corpus through the queue grew RssAnon by 2.7-2.8 MB (the
-                // test allows 2.5), where opening on the control thread grew it by
-                // 0.2-0.3 MB (2026-11-26).
+                // The opener thread is free: the open runs there (one thread kept while
+                // opens follow each other, rather than one made for each).
                 fileOpener.submit(open)
             } else if !PThread.detached(name: "playd-open-file", open) {
                 // The opener is still at one, perhaps on a hung mount: this one gets a
