@@ -142,6 +142,13 @@ struct LibraryTests {
         #expect(code("\(outside)/secret.flac") == "outside_library")
         #expect(code("\(music)/../outside/secret.flac") == "outside_library", "..")
         #expect(code("\(music)/Beta/escape/secret.flac") == "outside_library", "a symlink out of the roots")
+        // A folder beside the root whose name starts with the root's (issue 41: a check
+        // of the prefix without its slash let `/x/music-private/…` in for `/x/music`).
+        let sibling = music + "-private"
+        try FileManager.default.createDirectory(atPath: sibling, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: "\(outside)/secret.flac", toPath: "\(sibling)/secret.flac")
+        #expect(code("\(sibling)/secret.flac") == "outside_library", "a sibling sharing the root's name as a prefix")
+        #expect(h.request("add", ("path", .string(sibling)))?["error"]?["code"]?.stringValue == "outside_library")
         #expect(code("\(music)/" + String(repeating: "x/", count: 3000)) == "bad_request", "overlong")
         #expect(h.request("add", ("path", .string(outside)))?["error"]?["code"]?.stringValue == "outside_library")
         // A folder whose symlink leads out: the outside entry is left out and counted.

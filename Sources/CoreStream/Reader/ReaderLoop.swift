@@ -142,6 +142,9 @@ final class ReaderLoop {
     var decoderSerial = 0
     var generation: UInt64 = 0
     var finished = true
+    /// `finished` because the track heard reached its last frame (not an error, a stop
+    /// or a detach): a next queued now can still follow it (``reopenEnd()``).
+    var finishedAtEnd = false
     /// Since a `detach` (an output reopen) and until the next load: the ring is the
     /// control side's to reset.
     var detached = false
@@ -289,6 +292,7 @@ final class ReaderLoop {
                     leadIn = 0
                     next = handoff.map { ($0.value, generation, overlap) }
                     if let n = next { adopt(n.decoder) }
+                    if next != nil && finishedAtEnd { reopenEnd() }
                 case .edit:
                     break
                 }
@@ -459,6 +463,47 @@ final class ReaderLoop {
         EventFD.signal(shared.renderWake)
     }
 
+    /// A next queued after the reader reached the end of the track heard with nothing to
+    /// follow it, while the device still plays that track's tail (the reader runs up to
+    /// the ring's 0.74 s and the device's buffer ahead of what is heard): the end is
+    /// taken back with a splice, as a loop or a turn is, and the track's last frames are
+    /// decoded again after the last one render kept, so the next follows gaplessly.
+    /// Before, the next was kept but never reached: MPD's `repeat 1` at the queue's end,
+    /// or an entry added after the last one, within that last second played only after
+    /// the engine had stopped (a stop event, a gap; issue 38's sweep). Once render has
+    /// heard the end, it is too late: the end stands, and the control side plays the
+    /// next after the stop as before.
+    private func reopenEnd() {
+        guard self.decoder != nil, self.head?.direction == .forward,
+              shared.endedGeneration.load(ordering: .acquiring) != self.generation else { return }
+        handshake(request: shared.spliceRequest, ack: shared.spliceAck, what: "splice")
+        let kept = shared.spliceRing.load(ordering: .relaxed)
+        let m = shared.spliceMarker.pointee
+        var head: Playhead
+        if shared.endedGeneration.load(ordering: .acquiring) == self.generation {
+            finish()
+            finishedAtEnd = true
+            return
+        } else if let b = spliceBase, kept <= b.ring || m.generation != self.generation {
+            // Nothing of the track heard since its start or last splice: from there again.
+            head = b.head
+        } else if var h = self.head {
+            h.resume(after: m.sourceFrame(atRing: kept - 1), direction: m.direction(atRing: kept - 1),
+                     shape: m.shape, pass: m.pass(atRing: kept - 1))
+            head = h
+        } else {
+            finish()
+            return
+        }
+        logger.debug("end taken back for a next", metadata: ["kept": "\(kept)", "head": "\(head)"])
+        self.head = head
+        spliceBase = (shared.ring.producerIndex, head, [], true)
+        firstStep = true
+        finished = false
+        finishedAtEnd = false
+        EventFD.signal(shared.renderWake)
+    }
+
     /// The flush handshake: ask the render thread to drop the device queue and empty the
     /// ring, and wait until it has (or until it is not running).
     private func flush() {
@@ -485,6 +530,7 @@ final class ReaderLoop {
 
     private func finish() {
         finished = true
+        finishedAtEnd = false
         shared.streamGeneration.store(self.generation, ordering: .relaxed)
         shared.endIndex.store(shared.ring.producerIndex, ordering: .releasing)  // after the last write
         EventFD.signal(shared.renderWake)
@@ -500,6 +546,7 @@ final class ReaderLoop {
                 if try !produce() {
                     if switchToNext() { continue }
                     finish()
+                    finishedAtEnd = true
                     return
                 }
             } catch {

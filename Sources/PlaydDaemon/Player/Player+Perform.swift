@@ -37,8 +37,17 @@ extension Player {
             out.seekedTo = try seek(frames: frames, seconds: seconds, relative: relative)
         case .seekEntry(let index, let seconds):
             let i = try checkedIndex(index)
-            if queue.current != i || engine.status().state == .stopped { try playEntry(i) }
-            out.seekedTo = try seek(frames: nil, seconds: seconds, relative: false)
+            if queue.current != i || engine.status().state == .stopped {
+                // Opened and started at that time, in one step (see playEntry).
+                let frame = try playEntry(i, fromSeconds: seconds)
+                let s = engine.status()
+                if queue.current == i, let track = s.track, s.state != .stopped {
+                    out.seekedTo = frame
+                    emit(.seeked(frame: frame, seconds: FrameTime.seconds(frame, rate: track.sampleRate)))
+                }
+            } else {
+                out.seekedTo = try seek(frames: nil, seconds: seconds, relative: false)
+            }
         case .announce(let r): out.waiting = try announce(r)
         case .cancelAnnouncement: try cancelAnnouncement()
         case .next: try next()

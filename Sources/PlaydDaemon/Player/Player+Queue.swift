@@ -169,7 +169,12 @@ extension Player {
     /// with no session (``playEntryLater``), ``retryOpens()`` runs it again. Nothing moves
     /// before an open is done, so the run again starts from the same entry, and the
     /// entries found unplayable on the way (``unplayable``) are not opened twice.
-    func playEntry(_ index: Int) throws {
+    /// `from`: where in the entry at `index` to start (MPD's `seek POS TIME` on an entry
+    /// not playing), in source frames once it has opened; returns that frame. Started at
+    /// 0 and then sought, the track's first frames were heard before the seek's ramp (a
+    /// 1–5 ms blip of its start, found by issue 38's sweep).
+    @discardableResult
+    func playEntry(_ index: Int, fromSeconds: Double? = nil) throws -> Int64 {
         ControlThread.check()
         autoPlay = nil
         var candidate: Int? = index
@@ -188,7 +193,7 @@ extension Player {
                 pendingNext = nil
                 // Opened off this thread; a failure goes on from there (streamOpened).
                 openStream(e.path, entry: e.id)
-                return
+                return 0
             }
             do {
                 if let failed = unplayable[e.path] { throw failed }
@@ -200,13 +205,24 @@ extension Player {
                     waiting = true
                     throw p
                 }
+                var start: Int64 = 0
+                if let seconds = fromSeconds, i == index {
+                    let info = decoder.info
+                    guard seconds.isFinite, seconds >= 0,
+                          let f = FrameTime.checkedFrames(seconds: seconds, rate: info.sampleRate) else {
+                        throw PlayerError(.badRequest, "\(seconds) s is out of range")
+                    }
+                    start = min(f, info.durationFrames ?? Int64.max)
+                }
                 cancelStreamOpening()
                 queue.advance(to: i)
                 pendingNext = nil
-                try engine.play(decoder: decoder)
+                try engine.play(decoder: decoder, from: start)
                 reportedSkips.removeAll()
                 unplayable.removeAll()
-                return
+                return start
+            } catch let p as PlayerError where p.code == .badRequest {
+                throw p
             } catch let p as PlayerError where p.code == .workPending {
                 throw p
             } catch {
@@ -220,6 +236,7 @@ extension Player {
         cancelStreamOpening()
         engine.stop()
         queue.setCurrent(nil)
+        return 0
     }
 
     /// ``playEntry(_:)`` for a caller whose request must not run again (a `delete` of
@@ -305,7 +322,12 @@ extension Player {
         // Taken in: that stream is the queue's to show now (and nothing handed out
         // before it will be heard any more).
         handedOut.removeFirst(k + 1)
-        guard let i = queue.index(ofID: h.id) else { return }
+        guard let i = queue.index(ofID: h.id) else {
+            // Deleted, but too late to take back: heard all the same, while the queue's
+            // current entry stays the one before it. Its end is that entry's end.
+            heardGone = generation
+            return
+        }
         // The engine's next is still the one queued after it, unless it was this one.
         if pendingNext?.generation == generation { pendingNext = nil }
         let before = queue.count
@@ -320,7 +342,9 @@ extension Player {
     /// another stream).
     func queueTrackEnded(_ path: String, generation: UInt64) {
         let s = engine.status()
-        guard s.state == .stopped, s.generation == generation, let c = queue.currentEntry, c.path == path else { return }
+        guard s.state == .stopped, s.generation == generation, let c = queue.currentEntry,
+              c.path == path || heardGone == generation else { return }
+        heardGone = nil
         if let p = pendingNext, !p.gapless, let i = queue.index(ofID: p.id) {
             playEntryLater(i)
         } else if let n = queue.successor() {

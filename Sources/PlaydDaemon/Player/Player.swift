@@ -64,6 +64,11 @@ public final class Player: @unchecked Sendable {
     /// replaced too late to be taken back is heard all the same, and its entry becomes
     /// the current one. Control thread.
     var handedOut: [(generation: UInt64, id: Int)] = []
+    /// The engine's generation for an entry handed out, deleted, and heard all the same
+    /// (too late to take back): when the engine stops at its end, the queue goes on from
+    /// the current entry as at that entry's end (before, the queue stayed at the entry
+    /// before it, "current" while stopped; issue 38's sweep). Control thread.
+    var heardGone: UInt64?
 
     /// The queue entries being heard and to follow it, by what the engine plays: the
     /// current entry, or the one queued to follow once the engine plays its frames. The

@@ -197,10 +197,13 @@ public struct PlayQueue: Sendable, Equatable {
         if shuffle {
             guard let at = order.firstIndex(of: entries[from].id) else { return nil }
             if at + 1 < order.count { return self.index(ofID: order[at + 1]) }
-            return repeats ? self.index(ofID: order[0]) : nil
+            return repeats && (at > 0 || !consume) ? self.index(ofID: order[0]) : nil
         }
         if from + 1 < entries.count { return from + 1 }
-        return repeats ? 0 : nil
+        // With consume, the first entry finishing is the last one left: MPD stops there
+        // (`Queue::GetNextOrder`); "again from the top" was the same entry, which played
+        // on for ever once it was handed to the engine gaplessly (issue 38's sweep).
+        return repeats && (from > 0 || !consume) ? 0 : nil
     }
 
     /// The index of the entry before the current one (`prev`).
