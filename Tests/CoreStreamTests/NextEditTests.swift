@@ -31,15 +31,36 @@ struct NextEditTests {
     }
 
     /// Runs of equal samples (left channel): (level, frames), silence left out.
-    static func runs(_ samples: [Float]) -> [(Float, Int)] {
+    /// `rampsIn`: samples of no track's level (a ramp in from silence after the device
+    /// ran dry) count for the run they lead into.
+    static func runs(_ samples: [Float], rampsIn: Bool = false) -> [(Float, Int)] {
         var out: [(Float, Int)] = []
+        var ramp = 0
         for k in stride(from: 0, to: samples.count, by: 2) where samples[k] != 0 {
-            if let last = out.last, last.0 == samples[k] { out[out.count - 1].1 += 1 } else { out.append((samples[k], 1)) }
+            let v = samples[k]
+            if rampsIn && !levels.contains(v) { ramp += 1; continue }
+            if let last = out.last, last.0 == v, ramp == 0 { out[out.count - 1].1 += 1 } else { out.append((v, 1 + ramp)) }
+            ramp = 0
         }
         return out
     }
 
-    enum Edit: String, CaseIterable { case replace, clear }
+    /// Sets the next track; the error, unless it is not-playing (the first track's end
+    /// was heard already: too late, and said so).
+    static func setNext(_ engine: PlaybackEngine, _ path: String) -> StreamError? {
+        do {
+            _ = try engine.setNext(path: path)
+            return nil
+        } catch {
+            return error.code == .notPlaying ? nil : error
+        }
+    }
+
+    /// `replace`/`clear` the next set at the start; `add`: none set at the start, one set
+    /// at the point (MPD's `repeat 1` at the queue's end): the reader reached the first
+    /// track's end before the point with nothing to follow, and the next must still
+    /// follow gaplessly while the device plays that end.
+    enum Edit: String, CaseIterable { case replace, clear, add }
 
     /// Milliseconds before the first track's end at which the edit is made.
     static let points = [1_150, 1_000, 850, 700, 550, 400, 300, 220, 160, 120, 90, 60, 40, 20, 5]
@@ -51,17 +72,21 @@ struct NextEditTests {
         for ms in Self.points {
             let h = EngineHarness(paced: true, name: "next-edit-\(edit)-\(ms)")
             try h.engine.play(path: paths[0])
-            #expect(try h.engine.setNext(path: paths[1]))
+            if edit != .add { #expect(try h.engine.setNext(path: paths[1])) }
             let at = Int64(Self.lengths[0] - ms * Self.rate / 1000)
             #expect(h.wait(seconds: 20) { h.engine.status().positionFrames >= at }, "\(ms) ms: never reached frame \(at)")
             switch edit {
-            case .replace: #expect(try h.engine.setNext(path: paths[2]))
+            case .replace, .add:
+                let refused = Self.setNext(h.engine, paths[2])
+                #expect(refused == nil, "\(ms) ms: \(refused.map(String.init(describing:)) ?? "")")
             case .clear: try h.engine.setNext(path: nil)
             }
             #expect(h.waitForEnd(), "\(ms) ms: the engine did not stop after the last track heard")
             let events = h.recordedEvents
             let capture = try h.finishCapture()
-            let heard = Self.runs(capture.samples)
+            // A next set in the device's last 20 ms may find it run dry: it follows after
+            // a 5 ms ramp in (a glitch, but it follows; before, it did not at all).
+            let heard = Self.runs(capture.samples, rampsIn: edit == .add && ms < 20)
             // What the events say was heard, in order.
             let started = events.compactMap { e -> Int? in
                 if case .trackStarted(let t) = e { return paths.firstIndex(of: t.path) }
@@ -76,12 +101,22 @@ struct NextEditTests {
             switch edit {
             case .replace: #expect(started == [0, 2] || started == [0, 1, 2], "\(ms) ms: tracks \(started)")
             case .clear: #expect(started == [0] || started == [0, 1], "\(ms) ms: tracks \(started)")
+            case .add:
+                // Followed unless the end had been heard (only possible in the device's
+                // last buffer, 200 ms here).
+                #expect(started == [0, 2] || (ms < 200 && started == [0]), "\(ms) ms: tracks \(started)")
             }
             #expect(h.engine.status().state == .stopped)
             outcomes.append("\(ms): \(started.map(String.init).joined())")
         }
         // Both regimes were reached: taken back early, heard after all at the very end.
-        let tookBack = outcomes.filter { !$0.hasSuffix(" 012") && !$0.hasSuffix(" 01") }
-        #expect(!tookBack.isEmpty && tookBack.count < Self.points.count, "outcomes: \(outcomes)")
+        if edit != .add {
+            let tookBack = outcomes.filter { !$0.hasSuffix(" 012") && !$0.hasSuffix(" 01") }
+            #expect(!tookBack.isEmpty && tookBack.count < Self.points.count, "outcomes: \(outcomes)")
+        } else {
+            // Points beyond the ring's 0.74 s: the reader had not reached the end yet.
+            // The others: it had, and the next followed all the same (before: at none).
+            #expect(outcomes.filter { $0.hasSuffix(" 02") }.count >= 10, "outcomes: \(outcomes)")
+        }
     }
 }

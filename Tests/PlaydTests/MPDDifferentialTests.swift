@@ -460,4 +460,34 @@ struct MPDDifferentialTests {
             }
         }
     }
+
+    /// A command list past the cap (MPD's `max_command_list_size`, 2048 KiB): MPD closes
+    /// the connection with no reply; playd sends one ACK naming the cap, then closes (a
+    /// deliberate difference, docs/protocol.md: a client can tell why it lost the
+    /// connection). Checked against MPD so that the table cannot go stale.
+    @Test func anOverlongCommandListClosesTheConnection() throws {
+        let music = NSTemporaryDirectory() + "playd-diff-overlong-\(getpid())"
+        try FileManager.default.createDirectory(atPath: music, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: music) }
+        let mpd = try RealMPD(music: music, name: "overlong")
+        defer { mpd.stop() }
+        let d = try playdOverMusic(music)
+        /// What the server sends after 8 MiB of `status` in an open list, up to its close.
+        func after(_ socket: String) throws -> [String] {
+            let c = try LineClient(path: socket)
+            #expect(c.readLine(timeoutMillis: 10_000)?.hasPrefix("OK MPD ") == true)
+            _ = c.send("command_list_begin")
+            let chunk = String(repeating: "status\n", count: 1 << 14)
+            var sent = 0
+            while sent < 8 << 20, c.send(chunk, newline: false) { sent += chunk.utf8.count }
+            var lines: [String] = []
+            while let l = c.readLine(timeoutMillis: 10_000) { lines.append(l) }
+            return lines
+        }
+        #expect(try after(mpd.socket) == [], "MPD closes without a reply")
+        let ours = try after(d.dir + "/mpd.sock")
+        #expect(ours.count == 1 && ours[0].hasPrefix("ACK [2@") && ours[0].contains("max_command_list_size"),
+                "\(ours)")
+        #expect(d.process?.isRunning == true)
+    }
 }

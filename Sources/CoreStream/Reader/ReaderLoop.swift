@@ -436,7 +436,11 @@ final class ReaderLoop {
         let m = shared.spliceMarker.pointee
         var head: Playhead
         if m.generation == self.generation && kept > 0 {
-            // Too late: the device plays its first frames already.
+            // Too late: the device plays its first frames already. It is the track heard
+            // from here on: a second replacement (MPD's `deleteid` and `addid` in one
+            // command list are two) follows it instead of splicing it again, which cut
+            // it short after about a ring's length (0.75 s; issue 38's sweep, 1 run in 3).
+            previous = nil
             let info = switched.info
             head = Playhead(position: 0, length: info.durationIsEstimate ? nil : info.durationFrames)
             head.resume(after: m.sourceFrame(atRing: kept - 1), direction: m.direction(atRing: kept - 1),
