@@ -1,3 +1,7 @@
+// Only where Swift Testing is (a test build): a plain `swift build -c release` of the
+// package builds this library too, without Testing's module on its search path, and
+// failed here (issue 40).
+#if canImport(Testing)
 import Testing
 
 /// What a test is run under besides the plain run. `scripts/test` builds the
@@ -10,3 +14,4 @@ extension Tag {
     /// Run again under AddressSanitizer: parsers, decoding and seeking, bad input.
     @Tag public static var addressSanitizer: Self
 }
+#endif

@@ -478,7 +478,12 @@ final class ReaderLoop {
     /// heard the end, it is too late: the end stands, and the control side plays the
     /// next after the stop as before.
     private func reopenEnd() {
-        guard self.decoder != nil, self.head?.direction == .forward,
+        // Only while this track is the one heard: with tracks switched to and not heard
+        // yet (short ones, several in the ring), the splice would drop their frames
+        // (50 tracks of 20–40 ms played their first 7 twice). Those go on as before:
+        // the next plays after the stop.
+        guard self.decoder != nil, self.head?.direction == .forward, previous == nil, unheard.isEmpty,
+              shared.readPosition().generation == self.generation,
               shared.endedGeneration.load(ordering: .acquiring) != self.generation else { return }
         handshake(request: shared.spliceRequest, ack: shared.spliceAck, what: "splice")
         let kept = shared.spliceRing.load(ordering: .relaxed)
