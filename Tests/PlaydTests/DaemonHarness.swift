@@ -1,5 +1,6 @@
 import Foundation
 import PlaydProtocol
+import Testing
 import CoreStreamTestSupport
 
 /// Runs the built `playd` binary as a daemon with a temporary config, socket and state
@@ -113,6 +114,21 @@ final class DaemonHarness {
     func playctl(_ args: [String]) throws -> (Int32, String, String) {
         let r = try Shell.run([Self.playctl] + args, environment: ["PLAYD_SOCKET": socket])
         return (r.status, String(decoding: r.stdout, as: UTF8.self), r.stderr)
+    }
+
+    /// Waits until no library scan runs, then returns the songs count (nil, with the
+    /// daemon's log recorded as an issue, when none ended within 2 minutes: a hang guard,
+    /// not a speed bound). A scan runs at nice 10 in the idle I/O class (as MPD's update
+    /// thread does): with CI's other test process writing captures, 20 s once ran out.
+    func waitForScan(sourceLocation: SourceLocation = #_sourceLocation) -> Int? {
+        var songs: Int?
+        let ended = waitFor(seconds: 120) {
+            guard let lib = request("status")?["library"], lib["updating"]?.boolValue == false else { return false }
+            songs = lib["songs"]?.numberValue.map { Int($0) }
+            return songs != nil
+        }
+        if !ended { Issue.record("no library scan ended; playd's log:\n\(log.suffix(4000))", sourceLocation: sourceLocation) }
+        return songs
     }
 
     func waitFor(seconds: Double = 10, _ condition: () -> Bool) -> Bool {

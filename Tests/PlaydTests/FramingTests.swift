@@ -33,12 +33,7 @@ struct FramingTests {
         try ice.setTitle("live.mp3", Self.evilTitle)
         try h.start()
         // The scan leaves the name with control characters out (as MPD does).
-        var songs: Int?
-        #expect(h.waitFor(seconds: 20) {
-            guard let lib = h.request("status")?["library"], lib["updating"]?.boolValue == false else { return false }
-            songs = lib["songs"]?.numberValue.map { Int($0) }
-            return songs != nil
-        })
+        let songs = h.waitForScan()
         #expect(songs == 1, "songs indexed: \(songs ?? -1)")
         // Queued by path all the same (it is a regular file inside the root), and the radio.
         #expect(h.request("add", ("paths", .array([.string(music + "/ok.flac"), .string(evilName), .string(ice.url("live.mp3"))])))?["ok"] == .bool(true))

@@ -38,24 +38,13 @@ struct LibraryTests {
         return (h, music, outside)
     }
 
-    /// Waits until no scan runs, then returns the songs count.
-    func waitForScan(_ h: DaemonHarness) -> Int? {
-        var songs: Int?
-        _ = h.waitFor(seconds: 20) {
-            guard let lib = h.request("status")?["library"], lib["updating"]?.boolValue == false else { return false }
-            songs = lib["songs"]?.numberValue.map { Int($0) }
-            return true
-        }
-        return songs
-    }
-
     /// MPD's `Last-Modified:` of an indexed song is its file's mtime as `date -u -r`
     /// prints it (the index keeps nanoseconds, and they were printed as seconds:
     /// `1068291701-01-00T01:50:58Z` for a file of 2026).
     @Test func lastModifiedIsTheFilesTime() throws {
         let (h, music, _) = try harness()
         try h.start()
-        #expect((waitForScan(h) ?? 0) > 0)
+        #expect((h.waitForScan() ?? 0) > 0)
         let c = try LineClient(path: h.dir + "/mpd.sock")
         _ = c.readLine(timeoutMillis: 10_000)
         #expect(c.send("listallinfo"))
@@ -93,7 +82,7 @@ struct LibraryTests {
         try h.start()
         // The start-up scan: 6 songs and the broken file (listed with its error);
         // the loop walked once; the link out of the roots skipped.
-        #expect(waitForScan(h) == 7)
+        #expect(h.waitForScan() == 7)
         #expect(titles(h.request("search", ("query", .string("beat")))) == ["Beat It", "Beatnik"])
         #expect(titles(h.request("find", ("artist", .string("Alpha")), ("album", .string("First")))) == ["Dawn", "Noon"])
         #expect(titles(h.request("find", ("title", .string("D*")))).sorted() == ["Dawn", "Dusk"])
@@ -184,7 +173,7 @@ struct LibraryTests {
     @Test func mpdClientsUseTheLibrary() throws {
         let (h, _, _) = try harness()
         try h.start()
-        #expect(waitForScan(h) == 7)
+        #expect(h.waitForScan() == 7)
         func mpc(_ args: String...) throws -> String {
             String(decoding: try Shell.run(["mpc", "-h", h.dir + "/mpd.sock"] + args).stdout, as: UTF8.self)
         }
@@ -200,7 +189,7 @@ struct LibraryTests {
         #expect(raw.send("update"))
         #expect(raw.readLine(timeoutMillis: 2000)?.hasPrefix("updating_db: ") == true)
         #expect(raw.readLine(timeoutMillis: 2000) == "OK")
-        #expect(waitForScan(h) == 7)
+        #expect(h.waitForScan() == 7)
         #expect(try mpc("findadd", "album", "First").isEmpty)
         #expect(try mpc("playlist") == "Alpha - Dawn\nAlpha - Noon\n")
         let stats = try mpc("stats")

@@ -463,53 +463,31 @@ final class ReaderLoop {
         self.head = head
         firstStep = true
         finished = false
+        finishedAtEnd = false
         spliceBase = (shared.ring.producerIndex, head, [], true)
         EventFD.signal(shared.renderWake)
     }
 
-    /// A next queued after the reader reached the end of the track heard with nothing to
-    /// follow it, while the device still plays that track's tail (the reader runs up to
-    /// the ring's 0.74 s and the device's buffer ahead of what is heard): the end is
-    /// taken back with a splice, as a loop or a turn is, and the track's last frames are
-    /// decoded again after the last one render kept, so the next follows gaplessly.
-    /// Before, the next was kept but never reached: MPD's `repeat 1` at the queue's end,
-    /// or an entry added after the last one, within that last second played only after
-    /// the engine had stopped (a stop event, a gap; issue 38's sweep). Once render has
-    /// heard the end, it is too late: the end stands, and the control side plays the
-    /// next after the stop as before.
+    /// A next queued after the reader reached the end of the last track in the ring with
+    /// nothing to follow it, while render has not played that end yet (the reader runs up
+    /// to the ring's 0.74 s and the device's buffer ahead of what is heard): the end is
+    /// reopened, and the next's frames follow it in the ring, gaplessly, as if the next
+    /// had come in time. Before, the next was kept but never reached: MPD's `repeat 1` at
+    /// the queue's end, an entry added after the last one, or a short track's successor
+    /// set within that last second played only after the engine had stopped (a stop
+    /// event, a gap; issue 38's sweep). Render refuses when less than 100 ms is left
+    /// before the end (see `handleReopen`): the end stands, and the control side plays
+    /// the next after the stop as before.
     private func reopenEnd() {
-        // Only while this track is the one heard: with tracks switched to and not heard
-        // yet (short ones, several in the ring), the splice would drop their frames
-        // (50 tracks of 20–40 ms played their first 7 twice). Those go on as before:
-        // the next plays after the stop.
-        guard self.decoder != nil, self.head?.direction == .forward, previous == nil, unheard.isEmpty,
-              shared.readPosition().generation == self.generation,
-              shared.endedGeneration.load(ordering: .acquiring) != self.generation else { return }
-        handshake(request: shared.spliceRequest, ack: shared.spliceAck, what: "splice")
-        let kept = shared.spliceRing.load(ordering: .relaxed)
-        let m = shared.spliceMarker.pointee
-        var head: Playhead
-        if shared.endedGeneration.load(ordering: .acquiring) == self.generation {
-            finish()
-            finishedAtEnd = true
-            return
-        } else if let b = spliceBase, kept <= b.ring || m.generation != self.generation {
-            // Nothing of the track heard since its start or last splice: from there again.
-            head = b.head
-        } else if var h = self.head {
-            h.resume(after: m.sourceFrame(atRing: kept - 1), direction: m.direction(atRing: kept - 1),
-                     shape: m.shape, pass: m.pass(atRing: kept - 1))
-            head = h
-        } else {
-            finish()
+        finishedAtEnd = false  // one try: refused now, it is later still
+        guard self.decoder != nil, self.head?.direction == .forward else { return }
+        handshake(request: shared.reopenRequest, ack: shared.reopenAck, what: "reopen", reopeningEnd: false)
+        guard shared.reopenAccepted.load(ordering: .relaxed) else {
+            logger.debug("too close to the end to reopen it for a next")
             return
         }
-        logger.debug("end taken back for a next", metadata: ["kept": "\(kept)", "head": "\(head)"])
-        self.head = head
-        spliceBase = (shared.ring.producerIndex, head, [], true)
-        firstStep = true
+        logger.debug("end reopened for a next", metadata: ["ring": "\(shared.ring.producerIndex)"])
         finished = false
-        finishedAtEnd = false
         EventFD.signal(shared.renderWake)
     }
 
@@ -519,11 +497,13 @@ final class ReaderLoop {
         handshake(request: shared.flushRequest, ack: shared.flushAck, what: "flush")
     }
 
-    /// Reopens the stream's end, stores a new request number (release: publishes that
-    /// and the reader's other state), wakes render, and waits for its acknowledgement
+    /// Reopens the stream's end (not for a reopen request: render decides that one),
+    /// stores a new request number (release: publishes that and the reader's other
+    /// state), wakes render, and waits for its acknowledgement
     /// (acquire: what render wrote before it is visible), at most 2 s.
-    private func handshake(request: borrowing Atomic<UInt64>, ack: borrowing Atomic<UInt64>, what: String) {
-        shared.endIndex.store(Int.max, ordering: .relaxed)
+    private func handshake(request: borrowing Atomic<UInt64>, ack: borrowing Atomic<UInt64>, what: String,
+                           reopeningEnd: Bool = true) {
+        if reopeningEnd { shared.endIndex.store(Int.max, ordering: .relaxed) }
         let number = request.load(ordering: .relaxed) &+ 1
         request.store(number, ordering: .releasing)
         EventFD.signal(shared.renderWake)

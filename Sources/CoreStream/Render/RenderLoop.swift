@@ -62,6 +62,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     private var snapLevel = true
     private var ackedFlush: UInt64 = 0
     private var ackedSplice: UInt64 = 0
+    private var ackedReopen: UInt64 = 0
     /// Frames a splice leaves queued in the device: time for the reader to decode the
     /// new frames (a reverse block with its seek preroll) before the device runs dry.
     private let spliceKeep: Int
@@ -141,6 +142,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         pieces.initialize(repeating: (0, 0, -1), count: 256)
         ackedFlush = shared.flushAck.load(ordering: .relaxed)
         ackedSplice = shared.spliceAck.load(ordering: .relaxed)
+        ackedReopen = shared.reopenAck.load(ordering: .relaxed)
         spliceKeep = max(format.periodFrames, format.pcm.sampleRate / 10)
         self.feeds = ContiguousArray(feeds)
         var cap = 1
@@ -169,6 +171,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         while !shared.quit.load(ordering: .relaxed) {
             if handleFlush() { continue }
             if handleSplice() { continue }
+            if handleReopen() { continue }
             let wantPlaying = shared.wantPlaying.load(ordering: .relaxed)
             switch state {
             case .failed:
@@ -346,6 +349,40 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         lowWaterSignalled = false
         ackedSplice = request
         shared.spliceAck.store(request, ordering: .releasing)  // publishes spliceRing and spliceMarker
+        EventFD.signal(shared.readerWake)
+        return true
+    }
+
+    /// A reopen request from the reader (a next came after it had finished the stream).
+    /// Accepted while the end is still ahead with at least `spliceKeep` (100 ms) left to
+    /// play before it, ring and device: the reader then has that long to write the next's
+    /// first frames. The end it was draining towards is gone, so it runs again, and the
+    /// next's frames follow in the ring with nothing taken back. (A splice here left the
+    /// device 100 ms to be refilled in for every short track, and under a loaded CPU it
+    /// underran: 2 runs in 5 of 50 short tracks heard a period of silence and a ramp.
+    /// Reopened with less left, a short track started after a stop underran the same
+    /// way, 1 run in 5.) Refused, the end stands and the control side starts the next
+    /// after it, as before.
+    private mutating func handleReopen() -> Bool {
+        let request = shared.reopenRequest.load(ordering: .acquiring)  // the reader's finish() before it
+        guard request != ackedReopen else { return false }
+        let end = shared.endIndex.load(ordering: .relaxed)
+        var accept = shared.endedGeneration.load(ordering: .relaxed) != shared.streamGeneration.load(ordering: .relaxed)
+        if accept && (state == .running || state == .draining) && output.isRealTime {
+            accept = output.delay() + max(0, end - shared.ring.consumerIndex) >= spliceKeep
+        }
+        if accept {
+            shared.endIndex.store(Int.max, ordering: .relaxed)
+            if state == .draining {
+                state = .running
+                drainDeadline = 0
+                publishState()
+            }
+            lowWaterSignalled = false
+        }
+        shared.reopenAccepted.store(accept, ordering: .relaxed)
+        ackedReopen = request
+        shared.reopenAck.store(request, ordering: .releasing)
         EventFD.signal(shared.readerWake)
         return true
     }

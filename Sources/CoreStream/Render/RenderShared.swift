@@ -241,6 +241,20 @@ public final class RenderShared: @unchecked Sendable {
     /// Written by render before `spliceAck`; read by the reader after it. See above.
     public let spliceMarker: UnsafeMutablePointer<SegmentMarker>
 
+    // Reopening an end: the reader finished the stream (set `endIndex`), then a next came
+    // while render had not yet played that end. The reader stores a new request number
+    // (release) and wakes render. Render accepts when the end was not reached and what is
+    // left to play before it (ring and device) is at least the margin a splice leaves:
+    // then it sets `endIndex` to `Int.max`, runs again if it was draining, and the next's
+    // frames follow the end in the ring, nothing taken back. It stores `reopenAccepted`
+    // and then the number in `reopenAck` (release). Refused, the end stands.
+    /// Written by the reader (release).
+    public let reopenRequest = Atomic<UInt64>(0)
+    /// Written by render (release), after `reopenAccepted` (and `endIndex`).
+    public let reopenAck = Atomic<UInt64>(0)
+    /// Written by render (relaxed, published by `reopenAck`).
+    public let reopenAccepted = Atomic<Bool>(false)
+
     // The heard position, published by render with a sequence lock so readers get a
     // consistent (frame, time, generation) triple without ever blocking the writer.
     private let positionSequence = Atomic<UInt64>(0)
