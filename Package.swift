@@ -38,10 +38,19 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        // EBU R128 loudness (issue 43): libebur128 rather than FFmpeg's `ebur128` filter
+        // through libavfilter. A 49 KiB library with a five-call C API against a filter
+        // graph to build and read back through frame metadata; the `ffmpeg` CLI's filter
+        // stays the independent reference the tests compare with (docs/loudness.md).
+        .systemLibrary(
+            name: "CEBUR128",
+            pkgConfig: "libebur128",
+            providers: [.apt(["libebur128-dev"])]
+        ),
         .target(
             name: "CoreStream",
             dependencies: [
-                "CFFmpeg", "CALSA", "CLinux",
+                "CFFmpeg", "CALSA", "CLinux", "CEBUR128",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -146,6 +146,9 @@ extension DaemonConfig {
         Key("volume.replaygain_preamp", \.replayGainPreamp, .live) { v throws(Error) in try v.decibels() },
         Key("volume.replaygain_missing_preamp", \.replayGainMissingPreamp, .live) { v throws(Error) in try v.decibels() },
         Key("volume.replaygain_limit", \.replayGainLimit, .live) { v throws(Error) in try v.bool() },
+        Key("replaygain.source", \.replayGainSource, .live) { v throws(Error) in try v.word(ReplayGainSource.allCases.map(\.rawValue)) },
+        Key("replaygain.reference_lufs", \.replayGainReferenceLUFS, .live) { v throws(Error) in try v.decibels(-30...(-5)) },
+        Key("replaygain.max_true_peak_dbtp", \.replayGainMaxTruePeak, .live) { v throws(Error) in try v.decibels(-10...0) },
         Key("announce.tts_urls", \.ttsURLs, .live) { v throws(Error) in
             let patterns = try v.strings()
             for p in patterns where p.isEmpty || p.utf8.count > 1024 { throw v.fail("a pattern must be 1 to 1,024 bytes") }

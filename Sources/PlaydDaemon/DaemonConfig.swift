@@ -80,8 +80,16 @@ public struct DaemonConfig: Sendable, Equatable {
     public var replayGainPreamp = 0.0
     /// `volume.replaygain_missing_preamp`, dB for files without ReplayGain tags (−15…15).
     public var replayGainMissingPreamp = 0.0
-    /// `volume.replaygain_limit`: keep the tagged peak from clipping.
+    /// `volume.replaygain_limit`: keep the tagged peak from clipping (a measured true
+    /// peak under `replaygain.max_true_peak_dbtp`).
     public var replayGainLimit = true
+    /// `replaygain.source`: tags, measured or auto (tags where present, else measured).
+    public var replayGainSource = "auto"
+    /// `replaygain.reference_lufs`: what a measured track is brought to (−30…−5).
+    public var replayGainReferenceLUFS = -18.0
+    /// `replaygain.max_true_peak_dbtp`: a measured track's gain keeps its true peak
+    /// under this (−10…0).
+    public var replayGainMaxTruePeak = -1.0
 
     /// `limits.max_connections`: connections per listener (control, MPD socket, MPD TCP).
     public var maxConnections = 100
@@ -133,7 +141,7 @@ public struct DaemonConfig: Sendable, Equatable {
     }
 
     /// The config's tables; every key is `table.key`.
-    static let sections: Set<String> = ["control", "mpd", "output", "engine", "library", "state", "volume", "announce", "streams", "limits", "log"]
+    static let sections: Set<String> = ["control", "mpd", "output", "engine", "library", "state", "volume", "replaygain", "announce", "streams", "limits", "log"]
 
     /// Parses `text` (the file at `path`, named in errors).
     public init(toml text: String, path: String) throws(Error) {

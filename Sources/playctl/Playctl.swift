@@ -21,7 +21,7 @@ struct Playctl: ParsableCommand {
         subcommands: [Play.self, Pause.self, Resume.self, Toggle.self, Stop.self, Seek.self, Loop.self, Direction.self,
                       Volume.self, Mute.self, Unmute.self, Cover.self, Outputs.self, Output.self,
                       Add.self, Insert.self, Remove.self, Move.self, Clear.self, Queue.self, Next.self, Prev.self,
-                      RepeatMode.self, SingleMode.self, Shuffle.self, Consume.self, CrossfadeCommand.self, Export.self,
+                      RepeatMode.self, SingleMode.self, Shuffle.self, Consume.self, CrossfadeCommand.self, Export.self, Loudness.self,
                       Update.self, Search.self, Find.self, List.self, Ls.self, Save.self, Load.self, Playlists.self, Current.self,
                       Announce.self, Status.self, Watch.self, Ping.self])
 
@@ -29,7 +29,7 @@ struct Playctl: ParsableCommand {
     /// turns bytes that are not UTF-8 into U+FFFD, so a file with a Latin-1 name could
     /// not be named at all.
     static func main() {
-        main(arranged((1..<Int(CommandLine.argc)).map { PathBytes.text(cString: CommandLine.unsafeArgv[$0]!) }))
+        main(arranged(ProcessArguments.afterName()))
     }
 
     /// mpc's habits: `--socket PATH` (and `--json`) may come before the subcommand as

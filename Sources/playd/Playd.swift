@@ -67,7 +67,7 @@ struct Playd: ParsableCommand {
     /// The arguments as bytes, escaped as ``PathBytes`` says (a FILE with a name that
     /// is not UTF-8 can be played).
     static func main() {
-        main((1..<Int(CommandLine.argc)).map { PathBytes.text(cString: CommandLine.unsafeArgv[$0]!) })
+        main(ProcessArguments.afterName())
     }
 
     func run() throws {

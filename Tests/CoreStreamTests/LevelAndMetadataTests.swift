@@ -48,7 +48,37 @@ struct LoudnessTests {
     @Test func tagsParseWithAndWithoutUnits() {
         let info = ReplayGainInfo(tags: ["replaygain_track_gain": "-7.89 dB", "replaygain_track_peak": "0.988",
                                          "replaygain_album_gain": "+1.5dB", "replaygain_album_peak": "junk"])
-        #expect(info == ReplayGainInfo(trackGainDB: -7.89, trackPeak: 0.988, albumGainDB: 1.5, albumPeak: nil))
+        var want = ReplayGainInfo(trackGainDB: -7.89, trackPeak: 0.988, albumGainDB: 1.5, albumPeak: nil)
+        want.source = "tags"
+        #expect(info == want)
+    }
+
+    /// `[replaygain] source` (issue 43): a measured track's gain is the reference minus
+    /// its loudness, lowered so its true peak stays under the ceiling; `auto` takes
+    /// tags where there are some. Figures worked by hand.
+    @Test(arguments: [
+        // source, tagged, integrated, true peak → gain applied, where from
+        (ReplayGainSource.tags, false, -24.0, -10.0, nil as Double?, nil as String?),
+        (.measured, false, -24.0, -10.0, 6.0, "measured"),   // −18 − (−24)
+        (.measured, false, -24.0, -4.0, 3.0, "measured"),    // the ceiling: −1 − (−4)
+        (.measured, true, -12.0, -0.5, -6.0, "measured"),    // tags ignored
+        (.auto, true, -12.0, -0.5, -7.0, "tags"),            // the tag's −7
+        (.auto, false, -12.0, -0.5, -6.0, "measured"),
+    ])
+    func measuredGainFollowsTheSource(_ source: ReplayGainSource, _ tagged: Bool, _ lufs: Double, _ truePeak: Double,
+                                      _ gain: Double?, _ from: String?) {
+        var s = LevelSettings()
+        s.replayGain = .track
+        s.source = source
+        let figures = LoudnessFigures(integratedLUFS: lufs, rangeLU: 3, truePeakDBTP: truePeak, samplePeakDBFS: truePeak, seconds: 60)
+        let info = ReplayGainInfo(tags: tagged ? ["replaygain_track_gain": "-7 dB"] : [:], measured: figures, settings: s)
+        #expect(info.source == from)
+        let applied = Loudness.replayGain(info, s).db
+        if let gain {
+            #expect(applied.map { abs($0 - gain) < 1e-9 } == true, "applied \(applied ?? .nan) dB, want \(gain)")
+        } else {
+            #expect(applied == 0, "untagged and not measured: the missing preamp (0 dB), got \(applied ?? .nan)")
+        }
     }
 
     @Test func muteIsSilenceAndKeepsTheVolume() {
@@ -118,13 +148,17 @@ struct LevelCaptureTests {
     }
 
     /// Two tracks with different ReplayGain joined gaplessly: the first is its decode ×
-    /// its gain to its last frame, the gain then moves to the second's over the 20 ms
-    /// level ramp, starting at the boundary frame, and stays there exactly.
-    @Test func replayGainSwitchesAtTheBoundary() throws {
-        func tagged(_ name: String, _ gain: String) throws -> String {
+    /// its gain to its last frame. A lower gain is the second's from its first frame (a
+    /// loud track after a quiet one never starts at the quiet one's gain: ramping down
+    /// from the boundary, it was measured at +2.3 dBFS in issue 43);
+    /// a higher one ramps up over the 20 ms level ramp from the boundary frame. Then it
+    /// stays there exactly.
+    @Test(arguments: [(-6.0, -12.0), (-12.0, -6.0)])
+    func replayGainSwitchesAtTheBoundary(_ gainA: Double, _ gainB: Double) throws {
+        func tagged(_ name: String, _ gain: Double) throws -> String {
             try Self.tagged(fixture.path, name, ["-i", "SRC", "-c", "copy", "-metadata", "REPLAYGAIN_TRACK_GAIN=\(gain) dB"])
         }
-        let a = try tagged("rg-a.flac", "-6.00"), b = try tagged("rg-b.flac", "-12.00")
+        let a = try tagged("rg-a\(gainA).flac", gainA), b = try tagged("rg-b\(gainB).flac", gainB)
         let h = EngineHarness(paced: false)
         var level = LevelSettings()
         level.replayGain = .track
@@ -136,7 +170,7 @@ struct LevelCaptureTests {
         #expect(h.waitForEnd())
         let cap = try h.finishCapture()
         let refA = try Reference.decode(a), refB = try Reference.decode(b)
-        let (gA, gB) = (pow(10, -6.0 / 20), pow(10, -12.0 / 20))
+        let (gA, gB) = (pow(10, gainA / 20), pow(10, gainB / 20))
         let boundary = refA.count / 2, ramp = 44_100 / 50
         try #require(cap.samples.count == refA.count + refB.count)
         func gainError(_ frame: Int, _ want: Double) -> Double {
@@ -145,10 +179,21 @@ struct LevelCaptureTests {
         }
         let beforeBad = (0..<boundary).first { gainError($0, gA) > 1e-6 }
         #expect(beforeBad == nil, "the first track left its gain at frame \(beforeBad ?? -1), before the boundary \(boundary)")
-        let afterBad = ((boundary + ramp + 1)..<(cap.samples.count / 2)).first { gainError($0, gB) > 1e-6 }
-        #expect(afterBad == nil, "the second track is not at its gain by frame \(afterBad ?? -1) (boundary \(boundary), ramp \(ramp))")
-        let startedAt = (boundary..<(boundary + ramp + 1)).first { gainError($0, gA) > 1e-6 }
-        #expect(startedAt == boundary || startedAt == boundary + 1, "the ramp began at \(startedAt ?? -1), the boundary is \(boundary)")
+        if gB < gA {
+            let bad = (boundary..<(cap.samples.count / 2)).first { gainError($0, gB) > 1e-6 }
+            #expect(bad == nil, "the second track is not at its lower gain from its first frame: frame \(bad ?? -1) (boundary \(boundary))")
+        } else {
+            let afterBad = ((boundary + ramp + 1)..<(cap.samples.count / 2)).first { gainError($0, gB) > 1e-6 }
+            #expect(afterBad == nil, "the second track is not at its gain by frame \(afterBad ?? -1) (boundary \(boundary), ramp \(ramp))")
+            let startedAt = (boundary..<(boundary + ramp + 1)).first { gainError($0, gA) > 1e-6 }
+            #expect(startedAt == boundary || startedAt == boundary + 1, "the ramp began at \(startedAt ?? -1), the boundary is \(boundary)")
+            // Rising, never past its own gain.
+            let over = (boundary..<(boundary + ramp + 1)).first { f in
+                let i = 2 * (f - boundary)
+                return abs(Double(cap.samples[2 * f])) > abs(Double(refB[i])) * gB + 1e-6
+            }
+            #expect(over == nil, "frame \(over ?? -1) is over the second track's gain")
+        }
     }
 
     /// A volume change while playing ramps over 20 ms: no per-frame step larger than the

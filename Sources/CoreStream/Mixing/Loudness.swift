@@ -15,6 +15,16 @@ public enum ReplayGainMode: String, Sendable, CaseIterable {
     case auto
 }
 
+/// Where a track's ReplayGain comes from (`[replaygain] source`, issue 43).
+public enum ReplayGainSource: String, Sendable, CaseIterable {
+    /// Its `REPLAYGAIN_*` tags only (MPD's behaviour).
+    case tags
+    /// playd's own EBU R128 measurement only (``LoudnessMeter``).
+    case measured
+    /// The tags where the file has them, else the measurement.
+    case auto
+}
+
 /// The output level the user asked for: volume, mute and ReplayGain settings.
 public struct LevelSettings: Sendable, Equatable {
     /// 0…100, on a cubic curve (see ``Loudness/volumeGain(_:)``).
@@ -26,8 +36,15 @@ public struct LevelSettings: Sendable, Equatable {
     public var preampDB = 0.0
     /// Applied to files without ReplayGain tags when ReplayGain is on, dB.
     public var missingPreampDB = 0.0
-    /// Lower the gain so the tagged peak does not clip.
+    /// Lower the gain so the tagged peak does not clip (a measured true peak: so it
+    /// stays under `maxTruePeakDBTP`).
     public var preventClipping = true
+    /// Tags, a measurement, or tags else a measurement.
+    public var source = ReplayGainSource.tags
+    /// What a measured track is brought to, LUFS (ReplayGain 2.0's −18).
+    public var referenceLUFS = -18.0
+    /// The highest true peak a measured track's gain may give, dBTP.
+    public var maxTruePeakDBTP = -1.0
 
     public init() {}
 }
@@ -39,12 +56,35 @@ public struct ReplayGainInfo: Sendable, Equatable {
     public var trackPeak: Double?
     public var albumGainDB: Double?
     public var albumPeak: Double?
+    /// "tags" or "measured" (status says where the gain came from); nil when neither
+    /// gave one.
+    public var source: String?
 
     public init(trackGainDB: Double? = nil, trackPeak: Double? = nil, albumGainDB: Double? = nil, albumPeak: Double? = nil) {
         self.trackGainDB = trackGainDB
         self.trackPeak = trackPeak
         self.albumGainDB = albumGainDB
         self.albumPeak = albumPeak
+    }
+
+    /// A track's ReplayGain under `settings.source`: its tags, or `measured` (EBU R128
+    /// figures) as a gain to `settings.referenceLUFS`. A measured peak is stored
+    /// relative to `settings.maxTruePeakDBTP`, so the clipping limit (peak to full
+    /// scale) keeps the true peak under that ceiling.
+    public init(tags: [String: String], measured: LoudnessFigures?, settings: LevelSettings) {
+        let tagged = ReplayGainInfo(tags: tags)
+        func fromMeasurement() -> ReplayGainInfo {
+            guard let m = measured, let lufs = m.integratedLUFS else { return ReplayGainInfo() }
+            var r = ReplayGainInfo(trackGainDB: settings.referenceLUFS - lufs,
+                                   trackPeak: m.truePeakDBTP.map { Loudness.linear(db: $0 - settings.maxTruePeakDBTP) })
+            r.source = "measured"
+            return r
+        }
+        switch settings.source {
+        case .tags: self = tagged
+        case .measured: self = fromMeasurement()
+        case .auto: self = tagged.isEmpty ? fromMeasurement() : tagged
+        }
     }
 
     /// From lower-cased tag keys.
@@ -57,6 +97,7 @@ public struct ReplayGainInfo: Sendable, Equatable {
         }
         self.init(trackGainDB: number("replaygain_track_gain"), trackPeak: number("replaygain_track_peak"),
                   albumGainDB: number("replaygain_album_gain"), albumPeak: number("replaygain_album_peak"))
+        if !isEmpty { source = "tags" }
     }
 
     public var isEmpty: Bool { trackGainDB == nil && albumGainDB == nil }

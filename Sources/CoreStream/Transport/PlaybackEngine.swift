@@ -216,6 +216,9 @@ public final class PlaybackEngine: @unchecked Sendable {
         var lastReported: (generation: UInt64, frame: Int64, direction: PlayDirection)?
     }
     let control = Locked(Control())
+    /// Measured loudness by path (``setLoudnessLookup(_:)``). Written by the control
+    /// side; read under `control` (taken after it, never the other way).
+    private let loudnessLookup = Locked<(@Sendable (String) -> LoudnessFigures?)?>(nil)
     /// Serializes what reopens the output (`play` of another format, `openOutput`,
     /// `recoverOutput`): held while the reader is detached and the render thread
     /// restarted, so `control` need not be. Taken before `control`, never while holding
@@ -330,7 +333,7 @@ public final class PlaybackEngine: @unchecked Sendable {
             try control.withLock { (c: inout Control) throws(StreamError) in
                 // The new track's level first, so a render thread started below begins at it.
                 let oldReplayGain = c.replayGain
-                c.replayGain = ReplayGainInfo(tags: decoder.info.tags)
+                c.replayGain = gainInfo(decoder.info, c.level)
                 applyLevel(c)
                 defer { if c.track?.path != path { c.replayGain = oldReplayGain; applyLevel(c) } }
                 if reopen {
@@ -479,16 +482,33 @@ public final class PlaybackEngine: @unchecked Sendable {
     /// 20 ms. Thread: any.
     public func setLevel(_ settings: LevelSettings) {
         control.withLock { c in
+            let sourceChanged = c.level.source != settings.source || c.level.referenceLUFS != settings.referenceLUFS
+                || c.level.maxTruePeakDBTP != settings.maxTruePeakDBTP
             c.level = settings
+            if sourceChanged, let t = c.track { c.replayGain = gainInfo(t, settings) }
             applyLevel(c)
         }
+    }
+
+    /// A track's ReplayGain: its tags, or the measurement the lookup has for its path
+    /// (``setLoudnessLookup(_:)``), as `level.source` says.
+    private func gainInfo(_ info: TrackInfo, _ level: LevelSettings) -> ReplayGainInfo {
+        let measured = level.source == .tags ? nil : loudnessLookup.withLock { $0 }?(info.path)
+        return ReplayGainInfo(tags: info.tags, measured: measured, settings: level)
+    }
+
+    /// Where measured loudness comes from (the daemon's measurements, by path). Called
+    /// with the engine's control lock held: it must not block or take a lock that is
+    /// held while calling into the engine.
+    public func setLoudnessLookup(_ lookup: (@Sendable (String) -> LoudnessFigures?)?) {
+        loudnessLookup.withLock { $0 = lookup }
     }
 
     private func applyLevel(_ c: Control) {
         shared.level.store(Loudness.volumeLevel(c.level).bitPattern, ordering: .relaxed)
         shared.replayGain.store(Float(Loudness.replayGain(c.replayGain, c.level).factor).bitPattern, ordering: .relaxed)
         if let n = c.next {
-            let rg = Loudness.replayGain(ReplayGainInfo(tags: n.info.tags), c.level).factor
+            let rg = Loudness.replayGain(gainInfo(n.info, c.level), c.level).factor
             shared.nextReplayGain.store(Float(rg).bitPattern, ordering: .relaxed)
             shared.nextGeneration.store(n.generation, ordering: .relaxed)
         } else {
@@ -895,7 +915,7 @@ extension PlaybackEngine: ReaderHost {
             c.loop = nil
             c.corruptPackets = 0
             c.pendingPosition = 0
-            c.replayGain = ReplayGainInfo(tags: info.tags)
+            c.replayGain = gainInfo(info, c.level)
             applyLevel(c)
             return (old.path, oldGeneration, info)
         }

@@ -21,6 +21,8 @@ public final class Player: @unchecked Sendable {
     public internal(set) var config: DaemonConfig
     let logger: Logger
     public let engine: PlaybackEngine
+    /// Measured loudness of the queued files (Player+Loudness.swift).
+    let loudness = LoudnessStore()
     let statePath: String
     /// Runs work on the control thread soon (the server's `post`). Any thread. Set by
     /// the daemon before ``restore()``, so before anything plays; until then engine
@@ -191,6 +193,7 @@ public final class Player: @unchecked Sendable {
         ec.feeds = try config.feeds.map { spec throws(StreamError) in try FeedOutput(spec: spec) }
         let box = EventSink()
         engine = PlaybackEngine(configuration: ec, logger: logger) { event in box.forward(event) }
+        engine.setLoudnessLookup { [loudness] path in loudness.figures(path) }
         var startLevel = Self.level(config, engine.status().level)
         if config.volumeStart >= 0 { startLevel.volume = config.volumeStart }
         startLevel.volume = min(startLevel.volume, config.volumeMax)
@@ -247,6 +250,9 @@ public final class Player: @unchecked Sendable {
         level.preampDB = config.replayGainPreamp
         level.missingPreampDB = config.replayGainMissingPreamp
         level.preventClipping = config.replayGainLimit
+        level.source = ReplayGainSource(rawValue: config.replayGainSource) ?? .tags
+        level.referenceLUFS = config.replayGainReferenceLUFS
+        level.maxTruePeakDBTP = config.replayGainMaxTruePeak
         return level
     }
 
@@ -256,6 +262,7 @@ public final class Player: @unchecked Sendable {
         config = new
         LocalFile.roots = (!config.allowOutsideRoots ? library?.roots : nil) ?? []
         engine.setLevel(Self.level(config, engine.status().level))
+        measureQueuedLoudness()
     }
 
     /// Saves and stops the engine. After the control thread has stopped.
@@ -284,6 +291,7 @@ public final class Player: @unchecked Sendable {
         openedFiles.removeAll()
         if stateDirty { writeState() }
         guard !pendingChanges.isEmpty || !pendingEvents.isEmpty else { return }
+        if pendingChanges.contains(.queue) { measureQueuedLoudness() }
         let (c, e) = (pendingChanges, pendingEvents)
         pendingChanges = []
         pendingEvents = []

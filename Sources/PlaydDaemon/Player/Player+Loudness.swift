@@ -1,0 +1,85 @@
+import CoreStream
+import CLinux
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Measured loudness for ReplayGain (`[replaygain] source = "measured"` or `"auto"`,
+/// issue 43): every local file queued is measured once (EBU R128, ``LoudnessMeter``)
+/// on a thread of its own at nice 10 and in the idle I/O class, the files in queue
+/// order, so the next tracks are measured first. The engine reads the figures by path
+/// when a track starts (``PlaybackEngine/setLoudnessLookup(_:)``); a track that starts
+/// before its measurement is done plays with its tags (or none) and is measured for
+/// next time. Measurements are kept in memory for the daemon's life, at most
+/// ``LoudnessStore/capacity`` files; a file changed since (size or mtime) is measured
+/// again.
+final class LoudnessStore: Sendable {
+    struct Entry: Sendable {
+        let figures: LoudnessFigures?
+        let size: Int64
+        let mtime: Int64
+    }
+    /// Twice the default queue limit, as the probe cache; about 100 bytes an entry.
+    static let capacity = 32_768
+
+    /// Written by the measuring thread, read by the engine (under its control lock)
+    /// and the control thread. A leaf lock: nothing is called while holding it.
+    private let entries = Locked<[String: Entry]>([:])
+    /// Paths submitted and not measured yet. Same lock discipline.
+    private let waiting = Locked<Set<String>>([])
+    private let worker = SerialWorker(name: "playd-loudness")
+
+    /// The figures for `path`, if measured (nil also for a file that could not be).
+    func figures(_ path: String) -> LoudnessFigures? { entries.withLock { $0[path]?.figures } }
+
+    var measuredCount: Int { entries.withLock { $0.count } }
+    var pendingCount: Int { waiting.withLock { $0.count } }
+
+    /// Queues `paths` not measured (or changed since) and not waiting already.
+    func measure(_ paths: [String]) {
+        let fresh = waiting.withLock { w -> [String] in
+            var out: [String] = []
+            for p in paths where !w.contains(p) && w.count < Self.capacity {
+                w.insert(p)
+                out.append(p)
+            }
+            return out
+        }
+        guard !fresh.isEmpty else { return }
+        worker.submit { [self] in
+            _ = clinux_lower_thread_priority(10)
+            for p in fresh { measureOne(p) }
+        }
+    }
+
+    /// On the measuring thread: stat, skip when unchanged, else measure and store.
+    private func measureOne(_ path: String) {
+        defer { _ = waiting.withLock { $0.remove(path) } }
+        var st = stat()
+        guard PathBytes.stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return }
+        let size = Int64(st.st_size), mtime = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
+        if let e = entries.withLock({ $0[path] }), e.size == size, e.mtime == mtime { return }
+        let figures = try? LoudnessMeter.measure(path: path).figures
+        entries.withLock { e in
+            if e.count >= Self.capacity { e.removeAll() }
+            e[path] = Entry(figures: figures, size: size, mtime: mtime)
+        }
+    }
+}
+
+extension Player {
+    /// Measures the queue's local files when measured loudness is in use; from the end
+    /// of a turn that changed the queue or the config. Control thread.
+    func measureQueuedLoudness() {
+        guard config.replayGain != "off", config.replayGainSource != "tags" else { return }
+        var paths: [String] = []
+        let q = queue
+        // From the current entry on, then the ones before it.
+        let start = q.current ?? 0
+        for k in 0..<q.entries.count {
+            let e = q.entries[(start + k) % q.entries.count]
+            if !NetworkInput.isStreamURL(e.path) { paths.append(e.path) }
+        }
+        loudness.measure(paths)
+    }
+}
