@@ -68,10 +68,13 @@ final class LoudnessStore: Sendable {
 }
 
 extension Player {
-    /// Measures the queue's local files when measured loudness is in use; from the end
-    /// of a turn that changed the queue or the config. Control thread.
+    /// Measures the queue's local files when measured loudness is in use (ReplayGain on,
+    /// as the config or MPD's `replay_gain_mode` set it, and a source other than tags);
+    /// from the end of a turn that changed the queue, a reload, and a mode change.
+    /// Control thread.
     func measureQueuedLoudness() {
-        guard config.replayGain != "off", config.replayGainSource != "tags" else { return }
+        let level = engine.status().level
+        guard level.replayGain != .off, level.source != .tags else { return }
         var paths: [String] = []
         let q = queue
         // From the current entry on, then the ones before it.

@@ -75,6 +75,7 @@ extension Player {
             var level = currentLevel()
             level.replayGain = mode
             try applyLevel(level)
+            measureQueuedLoudness()
         case .clear: clear()
         case .setRepeat(let on): setOptions { $0.repeats = on }
         case .setSingle(let s): setOptions { $0.single = s }
