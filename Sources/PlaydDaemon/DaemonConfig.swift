@@ -83,8 +83,9 @@ public struct DaemonConfig: Sendable, Equatable {
     /// `volume.replaygain_limit`: keep the tagged peak from clipping (a measured true
     /// peak under `replaygain.max_true_peak_dbtp`).
     public var replayGainLimit = true
-    /// `replaygain.source`: tags, measured or auto (tags where present, else measured).
-    public var replayGainSource = "auto"
+    /// `replaygain.source`: tags (MPD's behaviour, the default), measured or auto (tags
+    /// where present, else measured).
+    public var replayGainSource = "tags"
     /// `replaygain.reference_lufs`: what a measured track is brought to (−30…−5).
     public var replayGainReferenceLUFS = -18.0
     /// `replaygain.max_true_peak_dbtp`: a measured track's gain keeps its true peak
