@@ -11,13 +11,12 @@ import Glibc
 /// when a track starts (``PlaybackEngine/setLoudnessLookup(_:)``); a track that starts
 /// before its measurement is done plays with its tags (or none) and is measured for
 /// next time. Measurements are kept in memory for the daemon's life, at most
-/// ``LoudnessStore/capacity`` files; a file changed since (size or mtime) is measured
-/// again.
+/// ``LoudnessStore/capacity`` files, each measured once (the queue is offered again
+/// at every queue change: what is measured already is left out here, so an edit costs
+/// no stat per entry on the measuring thread).
 final class LoudnessStore: Sendable {
     struct Entry: Sendable {
         let figures: LoudnessFigures?
-        let size: Int64
-        let mtime: Int64
     }
     /// Twice the default queue limit, as the probe cache; about 100 bytes an entry.
     static let capacity = 32_768
@@ -35,11 +34,12 @@ final class LoudnessStore: Sendable {
     var measuredCount: Int { entries.withLock { $0.count } }
     var pendingCount: Int { waiting.withLock { $0.count } }
 
-    /// Queues `paths` not measured (or changed since) and not waiting already.
+    /// Queues `paths` not measured and not waiting already.
     func measure(_ paths: [String]) {
+        let unmeasured = entries.withLock { e in paths.filter { e[$0] == nil } }
         let fresh = waiting.withLock { w -> [String] in
             var out: [String] = []
-            for p in paths where !w.contains(p) && w.count < Self.capacity {
+            for p in unmeasured where !w.contains(p) && w.count < Self.capacity {
                 w.insert(p)
                 out.append(p)
             }
@@ -52,17 +52,14 @@ final class LoudnessStore: Sendable {
         }
     }
 
-    /// On the measuring thread: stat, skip when unchanged, else measure and store.
+    /// On the measuring thread: measure and store (nil figures for a file that could not
+    /// be: it is not tried again). The decoder opens regular files only.
     private func measureOne(_ path: String) {
         defer { _ = waiting.withLock { $0.remove(path) } }
-        var st = stat()
-        guard PathBytes.stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return }
-        let size = Int64(st.st_size), mtime = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
-        if let e = entries.withLock({ $0[path] }), e.size == size, e.mtime == mtime { return }
         let figures = try? LoudnessMeter.measure(path: path).figures
         entries.withLock { e in
             if e.count >= Self.capacity { e.removeAll() }
-            e[path] = Entry(figures: figures, size: size, mtime: mtime)
+            e[path] = Entry(figures: figures)
         }
     }
 }
