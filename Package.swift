@@ -58,10 +58,14 @@ let package = Package(
             name: "CoreStreamTestSupport",
             dependencies: ["CoreStream", .product(name: "Logging", package: "swift-log")]
         ),
+        // What playd and playctl both speak: JSON, the line client, TIME arguments.
         .target(name: "PlaydProtocol", dependencies: ["CLinux"]),
+        // The server's side of the line protocols: the session contract, MPD's session
+        // state machine and its message channels. playctl does not link it (issue 40).
+        .target(name: "PlaydSessions"),
         .target(
             name: "PlaydDaemon",
-            dependencies: ["CoreStream", "CLinux", "CSQLite", "CZeroconf", "PlaydProtocol", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CoreStream", "CLinux", "CSQLite", "CZeroconf", "PlaydProtocol", "PlaydSessions", .product(name: "Logging", package: "swift-log")]
         ),
         .executableTarget(
             name: "playd",
@@ -86,7 +90,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PlaydTests",
-            dependencies: ["PlaydDaemon", "PlaydProtocol", "CoreStreamTestSupport"]
+            dependencies: ["PlaydDaemon", "PlaydProtocol", "PlaydSessions", "CoreStreamTestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]

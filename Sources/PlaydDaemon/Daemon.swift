@@ -1,6 +1,7 @@
 import CoreStream
 import Logging
 import PlaydProtocol
+import PlaydSessions
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -23,9 +24,10 @@ public final class Daemon: @unchecked Sendable {
     /// The Zeroconf announcement of the MPD TCP listener, if any. Control thread.
     var zeroconf: ZeroconfAnnouncer?
 
-    public init(config: DaemonConfig, logger: Logger) throws {
+    /// `commands`: the command table (a test adds its own specs to it).
+    public init(config: DaemonConfig, logger: Logger, commands: CommandTable = CommandTable()) throws {
         self.logger = logger
-        player = try Player(config: config, logger: logger)
+        player = try Player(config: config, logger: logger, commands: commands)
         let player = self.player
         var counters: () -> ServerCounters = { ServerCounters() }
         let json = ControlServer.Listener(name: "control",
@@ -101,9 +103,7 @@ public final class Daemon: @unchecked Sendable {
             }
             func listener(_ name: String) -> ControlServer.Listener {
                 ControlServer.Listener(name: name, makeSession: {
-                    MPDSession(password: password, maxCommandListBytes: listBytes, table: MPDCommands.info, channels: channels) {
-                        command, args, limit throws(MPDSession.Failure) in try MPDCommands.execute(player, command, args, binaryLimit: limit)
-                    }
+                    MPDCommands.session(player, password: password, maxCommandListBytes: listBytes, channels: channels)
                 }, refusal: MPDSession.refusal)
             }
             try server.addListener(path: config.resolvedMPDSocketPath, mode: config.socketMode, group: config.socketGroup, listener("mpd"))
@@ -121,9 +121,20 @@ public final class Daemon: @unchecked Sendable {
     /// The one place notifications go out: MPD sessions hear the changed subsystems,
     /// JSON subscribers the events (encoded once for all of them).
     static func notify(_ server: ControlServer, _ player: Player, _ changes: Changes, _ events: [PlayerEvent]) {
-        let subsystems = changes.mpdSubsystems
-        let lines = events.compactMap { JSONEncoding.event($0, player)?.text }.map { $0 + "\n" }.joined()
-        server.notifySessions { session in
+        let n = Notification(player, changes, events)
+        server.notifySessions(n.text)
+    }
+
+    /// What one turn's changes tell each kind of session: MPD's idle subsystems, JSON
+    /// subscribers' event lines (encoded once for all of them).
+    struct Notification {
+        let subsystems: Set<String>
+        let lines: String
+        init(_ player: Player, _ changes: Changes, _ events: [PlayerEvent]) {
+            subsystems = changes.mpdSubsystems
+            lines = events.compactMap { JSONEncoding.event($0, player)?.text }.map { $0 + "\n" }.joined()
+        }
+        func text(_ session: LineSession) -> String {
             switch session {
             case let m as MPDSession: return subsystems.isEmpty ? "" : m.notify(subsystems)
             case let j as JSONSession: return j.events(lines)

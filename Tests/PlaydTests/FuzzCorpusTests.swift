@@ -2,6 +2,7 @@ import CoreStream
 import CoreStreamTestSupport
 import Foundation
 import PlaydProtocol
+import PlaydSessions
 import Testing
 
 /// Every committed fuzz seed and regression input (`Fuzz/corpus/TARGET`) through the
@@ -28,7 +29,7 @@ struct FuzzCorpusTests {
     @Test("MPD protocol parser", arguments: corpus("mpd"))
     func mpd(path: String) throws {
         let data = try Data(contentsOf: URL(fileURLWithPath: path))
-        data.withUnsafeBytes { FuzzChecks.mpdLines($0.bindMemory(to: UInt8.self)) }
+        data.withUnsafeBytes { SessionFuzzChecks.mpdLines($0.bindMemory(to: UInt8.self)) }
     }
 
     @Test("ICY StreamTitle blocks", arguments: corpus("icy"))

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import PlaydProtocol
+@testable import PlaydSessions
 import CoreStreamTestSupport
 @testable import PlaydDaemon
 

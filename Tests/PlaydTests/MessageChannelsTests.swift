@@ -1,5 +1,6 @@
 import Testing
 import PlaydProtocol
+import PlaydSessions
 
 /// The message board's caps, which a hostile client would press on: unread messages
 /// are bounded in count (MPD's 64) and in bytes (256 KiB a client), and what does not

@@ -46,8 +46,9 @@ struct PlayerTests {
         }
     }
 
-    /// A player on `null?pace=off` with its own state file; notifications into a box.
-    static func player(name: String = #function) throws -> (Player, Box, String) {
+    /// A config on `null?pace=off` with its own state file in a new folder, and a quiet
+    /// logger.
+    static func setup(name: String) throws -> (DaemonConfig, Logger, String) {
         let dir = NSTemporaryDirectory() + "playd-player-\(getpid())-\(name.filter(\.isLetter))-\(UInt16.random(in: 0...UInt16.max))"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         var config = DaemonConfig()
@@ -55,6 +56,12 @@ struct PlayerTests {
         config.stateFile = dir + "/state.json"
         var logger = Logger(label: "test")
         logger.logLevel = .critical
+        return (config, logger, dir)
+    }
+
+    /// A player on `null?pace=off` with its own state file; notifications into a box.
+    static func player(name: String = #function) throws -> (Player, Box, String) {
+        let (config, logger, dir) = try setup(name: name)
         let p = try Player(config: config, logger: logger)
         let box = Box()
         p.onNotify = { c, e in box.changes.formUnion(c); box.events += e; box.flushes += 1 }

@@ -1,5 +1,5 @@
 /// Which way the source frames come out.
-public enum PlayDirection: String, Sendable, Equatable {
+public enum PlayDirection: String, Sendable, Equatable, CaseIterable {
     case forward, reverse
 
     var sign: Int8 { self == .forward ? 1 : -1 }

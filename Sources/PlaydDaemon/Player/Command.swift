@@ -110,7 +110,7 @@ public struct PlayerError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         fileprivate enum Kind: String { case badRequest, invalidArgument, notPlaying, noSuchEntry, outsideLibrary, tooLarge,
                                              updateRunning, noLibrary, noMixer, stream, workPending,
-                                             noSuchPlaylist, playlistExists }
+                                             noSuchPlaylist, playlistExists, `internal` }
         fileprivate let kind: Kind
         /// The engine's code, for `.stream`.
         public let stream: StreamError.Code?
@@ -126,6 +126,8 @@ public struct PlayerError: Error, Sendable, CustomStringConvertible {
         /// Stored playlists: no playlist of that name; one exists already.
         public static let noSuchPlaylist = Code(kind: .noSuchPlaylist, stream: nil)
         public static let playlistExists = Code(kind: .playlistExists, stream: nil)
+        /// Anything unexpected; the message says what.
+        public static let `internal` = Code(kind: .internal, stream: nil)
         /// Not an answer: the command waits for work off the control thread (a folder
         /// walk). The session parks and sends the same command again when resumed; no
         /// client ever sees this code.

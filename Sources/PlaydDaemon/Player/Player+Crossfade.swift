@@ -31,13 +31,6 @@ extension Player {
         /// stays far inside Int.
         static let maxSeconds = 3600
 
-        static func checkedSeconds(_ s: Int) throws(PlayerError) -> Int {
-            guard (0...maxSeconds).contains(s) else {
-                throw PlayerError(.invalidArgument, "crossfade must be 0 to \(maxSeconds) seconds, not \(s)")
-            }
-            return s
-        }
-
         /// A level in dB as MixRamp tags give them (their analyser writes −90 … 0).
         static func checkedDB(_ db: Double) throws(PlayerError) -> Double {
             guard db.isFinite, (-200...200).contains(db) else {
@@ -65,9 +58,9 @@ extension Player {
 
     /// Sets one of the three, tells both protocols (MPD's idle `options`, always, as
     /// MPD), and queues the next track again so the coming join follows the setting.
-    func setCrossfade(_ change: (inout CrossfadeSettings) throws(PlayerError) -> Void) throws(PlayerError) {
+    func setCrossfade(_ change: (inout CrossfadeSettings) -> Void) {
         var c = crossfade
-        try change(&c)
+        change(&c)
         crossfade = c
         emit(.crossfade(c))
         if pendingNext != nil { queueNextInEngine() }

@@ -82,9 +82,10 @@ extension Player {
         case .setRepeatMode(let m): setOptions { $0.repeatMode = m }
         case .setRandom(let on): setOptions { $0.setShuffle(on) }
         case .setConsume(let on): setOptions { $0.consume = on }
-        case .setCrossfade(let s): try setCrossfade { c throws(PlayerError) in c.seconds = try CrossfadeSettings.checkedSeconds(s) }
-        case .setMixRampDB(let db): try setCrossfade { c throws(PlayerError) in c.mixrampDB = try CrossfadeSettings.checkedDB(db) }
-        case .setMixRampDelay(let d): try setCrossfade { c throws(PlayerError) in c.mixrampDelay = try CrossfadeSettings.checkedDelay(d) }
+        // In range already: the command specs read them (CommandSpecs.crossfade).
+        case .setCrossfade(let s): setCrossfade { $0.seconds = s }
+        case .setMixRampDB(let db): setCrossfade { $0.mixrampDB = db }
+        case .setMixRampDelay(let d): setCrossfade { $0.mixrampDelay = d.isNaN ? -1 : d }
         case .volume(let v): try setVolume(v)
         case .mute(let m):
             var level = currentLevel()

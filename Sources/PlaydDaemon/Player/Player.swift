@@ -24,6 +24,9 @@ public final class Player: @unchecked Sendable {
     /// Measured loudness of the queued files (Player+Loudness.swift).
     let loudness = LoudnessStore()
     let statePath: String
+    /// The commands the protocols serve from specs (CommandSpecs.swift, and a test's
+    /// own). Written once, at init.
+    public let commands: CommandTable
     /// Runs work on the control thread soon (the server's `post`). Any thread. Set by
     /// the daemon before ``restore()``, so before anything plays; until then engine
     /// events are dropped (nothing has played to report).
@@ -179,7 +182,8 @@ public final class Player: @unchecked Sendable {
     public var resumeParked: () -> Void = {}
 
     /// Opens the output (a broken device fails here) and the library.
-    public init(config: DaemonConfig, logger: Logger) throws {
+    public init(config: DaemonConfig, logger: Logger, commands: CommandTable = CommandTable()) throws {
+        self.commands = commands
         self.config = config
         self.logger = logger
         self.stateWriter = StateWriter(logger: logger)

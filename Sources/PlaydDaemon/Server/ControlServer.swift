@@ -1,6 +1,7 @@
 import CLinux
 import CoreStream
 import PlaydProtocol
+import PlaydSessions
 import Synchronization
 #if canImport(Glibc)
 import Glibc

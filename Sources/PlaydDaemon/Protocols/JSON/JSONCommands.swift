@@ -16,44 +16,14 @@ enum JSONCommands {
     }
     typealias Handler = @Sendable (Context) throws -> [(String, JSON)]
 
-    static let table: [String: Handler] = [
+    /// The commands not yet specs (CommandSpecs.swift).
+    static let legacyTable: [String: Handler] = [
         "ping": { _ in [("pong", .bool(true))] },
         "version": { _ in [("version", .string(Daemon.version)), ("protocol", .int(1))] },
         "status": { c in JSONEncoding.status(c.player, c.counters) },
         "play": play,
-        "pause": { c in try c.player.perform(.transport(.pause)); return [] },
-        "resume": { c in try c.player.perform(.transport(.resume)); return [] },
-        "toggle": { c in try c.player.perform(.transport(.toggle)); return [] },
-        "stop": { c in try c.player.perform(.transport(.stop)); return [] },
         "seek": seek,
         "loop": loop,
-        "direction": { c in
-            guard let v = c["direction"] else { throw PlayerError(.badRequest, "direction needs \"direction\": \"forward\" or \"reverse\"") }
-            guard let name = v.stringValue, let d = PlayDirection(rawValue: name) else {
-                throw PlayerError(.badRequest, "\"direction\" must be \"forward\" or \"reverse\"")
-            }
-            try c.player.perform(.direction(d))
-            return [("direction", .string(d.rawValue))]
-        },
-        "volume": { c in
-            if let v = c["set"] {
-                guard let n = v.integer(in: 0...100) else { throw PlayerError(.invalidArgument, "\"set\" must be a whole number 0…100") }
-                try c.player.perform(.volume(.set(Int(n))))
-            } else if let v = c["change"] {
-                guard let n = v.integer(in: -100...100) else { throw PlayerError(.invalidArgument, "\"change\" must be a whole number −100…100") }
-                try c.player.perform(.volume(.change(Int(n))))
-            }
-            return level(c.player)
-        },
-        "mute": { c in
-            var on: Bool?
-            if let m = c["muted"], !m.isNull {
-                guard let b = m.boolValue else { throw PlayerError(.badRequest, "\"muted\" must be true or false") }
-                on = b
-            }
-            try c.player.perform(.mute(on))
-            return level(c.player)
-        },
         "cover": { c in
             let s = c.player.engine.status()
             guard let t = s.track, s.state != .stopped else { throw PlayerError(.notPlaying, "nothing is playing") }
@@ -87,63 +57,13 @@ enum JSONCommands {
             try c.player.perform(.move(from..<(from + 1), to: Int(to)))
             return []
         },
-        "clear": { c in try c.player.perform(.clear); return [] },
         "queue": { c in
             let q = c.player.queue
             return [("queue", .array(q.entries.enumerated().map { JSONEncoding.entry(c.player, $0.offset, $0.element) })),
                     ("current", q.current.map { JSON.int(Int64($0)) } ?? .null)]
         },
-        "next": { c in try c.player.perform(.next); return JSONEncoding.current(c.player) },
-        "prev": { c in try c.player.perform(.previous); return JSONEncoding.current(c.player) },
         // MPD's crossfade, mixrampdb and mixrampdelay in one command: any of the three
         // members; none reads them. {"cmd":"crossfade","seconds":5}
-        "crossfade": { c in
-            // Every member checked before any is set: a bad one changes nothing.
-            var seconds: Int?, db: Double?, delay: Double?
-            if let v = c["seconds"] {
-                guard let n = v.integer(in: 0...Int64(Player.CrossfadeSettings.maxSeconds)) else {
-                    throw PlayerError(.invalidArgument, "\"seconds\" must be a whole number 0…\(Player.CrossfadeSettings.maxSeconds)")
-                }
-                seconds = Int(n)
-            }
-            if let v = c["mixramp_db"] {
-                guard let n = v.numberValue else { throw PlayerError(.badRequest, "\"mixramp_db\" must be a number") }
-                db = try Player.CrossfadeSettings.checkedDB(n)
-            }
-            if let v = c["mixramp_delay"] {
-                // null turns MixRamp off, as MPD's `mixrampdelay nan`.
-                guard v == .null || v.numberValue != nil else { throw PlayerError(.badRequest, "\"mixramp_delay\" must be a number or null") }
-                delay = try Player.CrossfadeSettings.checkedDelay(v.numberValue ?? .nan)
-            }
-            if let seconds { try c.player.perform(.setCrossfade(seconds: seconds)) }
-            if let db { try c.player.perform(.setMixRampDB(db)) }
-            if let delay { try c.player.perform(.setMixRampDelay(delay)) }
-            return JSONEncoding.crossfade(c.player.crossfade)
-        },
-        "repeat": { c in
-            guard let m = c["mode"]?.stringValue, let mode = PlayQueue.Repeat(rawValue: m) else {
-                throw PlayerError(.badRequest, "repeat needs \"mode\": off, on or one")
-            }
-            try c.player.perform(.setRepeatMode(mode))
-            return JSONEncoding.options(c.player.queue)
-        },
-        "single": { c in
-            guard let m = c["mode"]?.stringValue, let mode = PlayQueue.Single(rawValue: m) else {
-                throw PlayerError(.badRequest, "single needs \"mode\": off, on or oneshot")
-            }
-            try c.player.perform(.setSingle(mode))
-            return JSONEncoding.options(c.player.queue)
-        },
-        "shuffle": { c in
-            guard let on = c["on"]?.boolValue else { throw PlayerError(.badRequest, "shuffle needs \"on\": true or false") }
-            try c.player.perform(.setRandom(on))
-            return JSONEncoding.options(c.player.queue)
-        },
-        "consume": { c in
-            guard let on = c["on"]?.boolValue else { throw PlayerError(.badRequest, "consume needs \"on\": true or false") }
-            try c.player.perform(.setConsume(on))
-            return JSONEncoding.options(c.player.queue)
-        },
         // Stored playlists (``StoredPlaylists``): `name` is one path component.
         "save": { c in
             try c.player.perform(.savePlaylist(try playlistName(c)))
@@ -218,6 +138,18 @@ enum JSONCommands {
         },
         "unsubscribe": { c in c.session.unsubscribe(); return [] },
     ]
+
+    /// A spec's reply in JSON members.
+    static func members(_ reply: CommandSpec.Reply, _ p: Player) -> [(String, JSON)] {
+        switch reply {
+        case .done: return []
+        case .current: return JSONEncoding.current(p)
+        case .options: return JSONEncoding.options(p.queue)
+        case .level: return level(p)
+        case .crossfade: return JSONEncoding.crossfade(p.crossfade)
+        case .direction: return [("direction", .string(p.engine.status().direction.rawValue))]
+        }
+    }
 
     // MARK: - Handlers
 
@@ -434,20 +366,5 @@ enum JSONCommands {
     static func playlistName(_ c: Context) throws -> String {
         guard let n = c["name"]?.stringValue else { throw PlayerError(.badRequest, "needs \"name\": a playlist name") }
         return n
-    }
-
-    /// The JSON code for a player error.
-    static func code(_ e: PlayerError) -> String {
-        switch e.code {
-        case .badRequest, .noLibrary, .noMixer: return ProtocolErrorCode.badRequest.rawValue
-        case .invalidArgument, .noSuchEntry: return ProtocolErrorCode.invalidArgument.rawValue
-        case .notPlaying: return ProtocolErrorCode.notPlaying.rawValue
-        case .outsideLibrary: return ProtocolErrorCode.outsideLibrary.rawValue
-        case .tooLarge: return ProtocolErrorCode.tooLarge.rawValue
-        case .updateRunning: return ProtocolErrorCode.updateRunning.rawValue
-        case .noSuchPlaylist: return ProtocolErrorCode.noSuchPlaylist.rawValue
-        case .playlistExists: return ProtocolErrorCode.playlistExists.rawValue
-        default: return e.code.stream?.name ?? ProtocolErrorCode.internal.rawValue
-        }
     }
 }

@@ -45,7 +45,7 @@ enum JSONEncoding {
             return ev("announcement_started", [("source", .string(source)), ("music_frame", frame.map(JSON.int) ?? .null)])
         case .announcementEnded(let source, let cancelled, let error):
             var m: [(String, JSON)] = [("source", .string(source)), ("cancelled", .bool(cancelled))]
-            if let error { m += [("error", .obj(("code", .string(JSONCommands.code(error))), ("message", .string(error.message))))] }
+            if let error { m += [("error", .obj(("code", .string(error.jsonCode)), ("message", .string(error.message))))] }
             return ev("announcement_ended", m)
         case .streamTitle(let path, let title):
             let parts = title.map(NetworkInput.splitTitle)

@@ -1,5 +1,6 @@
 import CoreStream
 import PlaydProtocol
+import PlaydSessions
 
 /// One connection speaking playd's JSON-lines protocol: a request object per line, a
 /// reply object per request, and (after `subscribe`) event lines. Commands come from
@@ -63,20 +64,23 @@ final class JSONSession: LineSession {
         let id = req["id"]
         guard let cmd = req["cmd"] else { return errorReply(id: id, .badRequest, "missing \"cmd\"") }
         guard let name = cmd.stringValue else { return errorReply(id: id, .badRequest, "\"cmd\" must be a string") }
-        guard let handler = JSONCommands.table[name] else { return errorReply(id: id, .unknownCommand, "unknown command '\(name)'") }
+        let spec = player.commands.byJSON[name]
+        let handler = JSONCommands.legacyTable[name]
+        guard spec != nil || handler != nil else { return errorReply(id: id, .unknownCommand, "unknown command '\(name)'") }
         do {
-            let result = try handler(JSONCommands.Context(player: player, request: req, session: self, counters: counters()))
+            let result: [(String, JSON)]
+            if let spec {
+                try spec.run(player, try spec.read(json: req))
+                result = JSONCommands.members(spec.reply, player)
+            } else {
+                result = try handler!(JSONCommands.Context(player: player, request: req, session: self, counters: counters()))
+            }
             return .object([("id", id ?? .null), ("ok", .bool(true))] + result)
         } catch let e as PlayerError where e.code == .workPending {
             throw e
-        } catch let e as PlayerError {
-            return errorReply(id: id, code: JSONCommands.code(e), e.message)
-        } catch let e as StreamError {
-            return errorReply(id: id, code: e.code.name, e.message)
-        } catch let e as MusicLibrary.Error {
-            return errorReply(id: id, e.updateRunning ? .updateRunning : .invalidArgument, e.message)
         } catch {
-            return errorReply(id: id, .internal, "\(error)")
+            let e = PlayerError(any: error)
+            return errorReply(id: id, code: e.jsonCode, e.message)
         }
     }
 

@@ -1,5 +1,6 @@
 import CoreStream
 import PlaydProtocol
+import PlaydSessions
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -22,7 +23,8 @@ enum MPDCommands {
         }
     }
 
-    static let rows: [Row] = [
+    /// The commands not yet specs (CommandSpecs.swift), as MPD's rows.
+    static let legacyRows: [Row] = [
         Row("ping", .none, 0...0) { _, _ in [] },
         // The error status shows is an output lost (retried on its own); nothing else
         // lingers as MPD's player errors do, so there is nothing to clear.
@@ -57,12 +59,6 @@ enum MPDCommands {
             if a.isEmpty || a[0] == "-1" { if p.queue.count > 0 { try p.perform(.playQueue) }; return [] }
             try p.perform(.playID(try id(p, a[0]))); return []
         },
-        Row("pause", .control, 0...1) { p, a in
-            try p.perform(.transport(a.isEmpty ? .toggle : try bool(a[0]) ? .pause : .resume)); return []
-        },
-        Row("stop", .control, 0...0) { p, _ in try p.perform(.transport(.stop)); return [] },
-        Row("next", .control, 0...0) { p, _ in try p.perform(.next); return [] },
-        Row("previous", .control, 0...0) { p, _ in try p.perform(.previous); return [] },
         // The time is parsed before the position is looked up, as MPD does.
         Row("seek", .control, 2...2) { p, a in
             let t = try time(a[1], relative: false).value
@@ -77,58 +73,11 @@ enum MPDCommands {
             let t = try time(a[0], relative: true)
             try p.perform(.seek(frames: nil, seconds: t.value, relative: t.relative)); return []
         },
-        Row("setvol", .control, 1...1) { p, a in
-            let v = try int(a[0])
-            guard (0...100).contains(v) else { throw Failure(.arg, "Number too large: \(a[0])") }
-            try p.perform(.volume(.set(v))); return []
-        },
-        Row("volume", .control, 1...1) { p, a in
-            // Checked before the addition: `volume 9223372036854775807` overflowed here.
-            guard let v = Int(a[0]) else { throw Failure(.arg, "Integer expected: \(a[0])") }
-            guard (-100...100).contains(v) else { throw Failure(.arg, "Number too large: \(a[0])") }
-            try p.perform(.volume(.change(v))); return []
-        },
-        // Crossfade and MixRamp (Player+Crossfade.swift). MPD parses `crossfade` as an
-        // unsigned (a minus sign wraps to "too large"); playd's cap is an hour.
-        Row("crossfade", .control, 1...1) { p, a in
-            let v = try int(a[0])
-            guard (0...Player.CrossfadeSettings.maxSeconds).contains(v) else { throw Failure(.arg, "Number too large: \(a[0])") }
-            try p.perform(.setCrossfade(seconds: v)); return []
-        },
-        Row("mixrampdb", .control, 1...1) { p, a in
-            let db = try float(a[0])
-            guard db.isFinite, (-200...200).contains(db) else { throw Failure(.arg, "Number too large: \(a[0])") }
-            try p.perform(.setMixRampDB(db)); return []
-        },
-        Row("mixrampdelay", .control, 1...1) { p, a in
-            // `nan` turns MixRamp off (MPD's documented way); so does anything ≤ 0.
-            let d = try float(a[0])
-            guard d.isNaN || d <= Double(Player.CrossfadeSettings.maxSeconds) else { throw Failure(.arg, "Number too large: \(a[0])") }
-            try p.perform(.setMixRampDelay(d)); return []
-        },
-        Row("replay_gain_mode", .control, 1...1) { p, a in
-            guard let mode = ReplayGainMode(rawValue: a[0]) else { throw Failure(.arg, "Unrecognized replay gain mode") }
-            try p.perform(.replayGain(mode)); return []
-        },
         Row("replay_gain_status", .read, 0...0) { p, _ in ["replay_gain_mode: \(p.currentLevel().replayGain.rawValue)"] },
         Row("getvol", .read, 0...0) { p, _ in
             guard p.config.mixer != "none" else { throw Failure(.system, "No mixer") }
             return ["volume: \(p.currentLevel().volume)"]
         },
-        // Options: MPD's four, each on its own (PlayQueue: repeats, single, shuffle, consume).
-        Row("repeat", .control, 1...1) { p, a in try p.perform(.setRepeat(try bool(a[0]))); return [] },
-        Row("single", .control, 1...1) { p, a in
-            let mode: PlayQueue.Single
-            switch a[0] {
-            case "0": mode = .off
-            case "1": mode = .on
-            case "oneshot": mode = .oneshot
-            default: throw Failure(.arg, "Unrecognized single mode, expected 0, 1, or oneshot")
-            }
-            try p.perform(.setSingle(mode)); return []
-        },
-        Row("random", .control, 1...1) { p, a in try p.perform(.setRandom(try bool(a[0]))); return [] },
-        Row("consume", .control, 1...1) { p, a in try p.perform(.setConsume(try bool(a[0]))); return [] },
         // The queue.
         Row("add", .add, 1...2) { p, a in
             let place: Command.Place = a.count == 2 ? .index(try int(a[1])) : .end
@@ -189,7 +138,6 @@ enum MPDCommands {
             let i = try p.index(ofID: try id(p, a[0]))
             try p.perform(.remove(i..<(i + 1))); return []
         },
-        Row("clear", .control, 0...0) { p, _ in try p.perform(.clear); return [] },
         Row("move", .control, 2...2) { p, a in
             // Both arguments parsed before the queue is looked at, as MPD.
             let parsed = try rangeArgument(a[0])
@@ -285,8 +233,23 @@ enum MPDCommands {
         Row("decoders", .none, 0...0) { _, _ in ["plugin: ffmpeg"] + QueueSources.audioExtensions.sorted().map { "suffix: \($0)" } },
     ]
 
-    static let info: [String: MPDSession.CommandInfo] = Dictionary(uniqueKeysWithValues: rows.map { ($0.name, $0.info) })
-    static let handlers: [String: Handler] = Dictionary(uniqueKeysWithValues: rows.map { ($0.name, $0.run) })
+    static let handlers: [String: Handler] = Dictionary(uniqueKeysWithValues: legacyRows.map { ($0.name, $0.run) })
+
+    /// The session's table: every spec MPD spells, and the legacy rows.
+    static func info(_ commands: CommandTable) -> [String: MPDSession.CommandInfo] {
+        var info = Dictionary(uniqueKeysWithValues: legacyRows.map { ($0.name, $0.info) })
+        for (name, spec) in commands.byMPD { info[name] = MPDSession.CommandInfo(spec.permission, spec.mpdArgumentCount) }
+        return info
+    }
+
+    /// A session on `player` speaking MPD (the daemon's listeners and the in-process
+    /// server make them here).
+    static func session(_ player: Player, password: String?, maxCommandListBytes: Int = MPDSession.defaultMaxCommandListBytes,
+                        channels: MessageChannels) -> MPDSession {
+        MPDSession(password: password, maxCommandListBytes: maxCommandListBytes, table: info(player.commands), channels: channels) {
+            command, args, limit throws(MPDSession.Failure) in try execute(player, command, args, binaryLimit: limit)
+        }
+    }
 
     /// Runs a command the session has checked against ``info``.
     static func execute(_ player: Player, _ command: String, _ args: [String],
@@ -295,44 +258,21 @@ enum MPDCommands {
             if command == "albumart" || command == "readpicture" {
                 return try picture(player, args, embedded: command == "readpicture", limit: binaryLimit)
             }
+            if let spec = player.commands.byMPD[command] {
+                try spec.run(player, try spec.read(mpd: args))
+                return MPDSession.Reply(lines: lines(spec.reply, player))
+            }
             guard let run = handlers[command] else { throw Failure(.unknown, "unknown command \"\(command)\"") }
             return MPDSession.Reply(lines: try run(player, args))
         } catch let f as Failure {
             throw f
-        } catch let e as PlayerError {
-            throw failure(e)
-        } catch let e as StreamError {
-            throw failure(PlayerError(e))
-        } catch let e as MusicLibrary.Error {
-            throw Failure(e.updateRunning ? .updateAlready : .arg, e.message)
         } catch {
-            throw Failure(.system, "\(error)")
+            throw PlayerError(any: error).mpdFailure
         }
     }
 
-    /// MPD's ACK code for a player error.
-    static func failure(_ e: PlayerError) -> Failure {
-        switch e.code {
-        case .workPending: return .workPending
-        case .notPlaying: return Failure(.playerSync, "Not playing")
-        case .noSuchEntry: return Failure(.noExist, "No such song")
-        case .outsideLibrary: return Failure(.permission, e.message)
-        case .tooLarge: return Failure(.playlistMax, e.message)
-        case .updateRunning: return Failure(.updateAlready, e.message)
-        case .noLibrary: return Failure(.system, "No database")
-        case .noMixer: return Failure(.system, "No mixer")
-        case .noSuchPlaylist: return Failure(.noExist, e.message)
-        case .playlistExists: return Failure(.exist, e.message)
-        case .badRequest, .invalidArgument: return Failure(.arg, e.message)
-        default:
-            switch e.code.stream {
-            case .fileNotFound?, .httpNotFound?: return Failure(.noExist, e.message)
-            case .streamNotAllowed?: return Failure(.permission, e.message)
-            case .invalidArgument?: return Failure(.arg, e.message)
-            default: return Failure(.system, e.message)
-            }
-        }
-    }
+    /// MPD's ACK code for a player error (ErrorVocabulary.swift).
+    static func failure(_ e: PlayerError) -> Failure { e.mpdFailure }
 
     // MARK: - Arguments
 

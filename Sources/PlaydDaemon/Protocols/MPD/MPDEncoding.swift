@@ -1,5 +1,6 @@
 import CoreStream
 import PlaydProtocol
+import PlaydSessions
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -10,6 +11,14 @@ extension MPDCommands {
     static func shortest(_ v: Double) -> String {
         let t = Float(v).description
         return t.hasSuffix(".0") ? String(t.dropLast(2)) : t
+    }
+
+    /// A spec's reply in MPD's words. MPD's control commands answer only `OK`: what
+    /// they changed is read with `status`, as MPD clients do.
+    static func lines(_ reply: CommandSpec.Reply, _ p: Player) -> [String] {
+        switch reply {
+        case .done, .current, .options, .level, .crossfade, .direction: return []
+        }
     }
 
     static func status(_ p: Player) -> [String] {

@@ -1,5 +1,6 @@
 import CoreStream
 import PlaydProtocol
+import PlaydSessions
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,0 +1,129 @@
+import PlaydProtocol
+import PlaydSessions
+
+/// A command's argument as its spec declares it: a name (the JSON member; MPD takes the
+/// arguments by position, in the spec's order), a kind with its range, and whether it
+/// may be left out. Each protocol reads its wire form (an MPD word, a JSON value)
+/// through the kind: the range is checked there and nowhere else on the way to the
+/// player (issue 40: a `playctl seek` passed 10 checks, 3 of them repeats).
+public struct ArgumentSpec: Sendable {
+    public enum Kind: Sendable {
+        /// A whole number in the range. MPD: a decimal word ("Integer expected: X";
+        /// outside the range "Number too large: X", MPD's words for both ends of an
+        /// unsigned parse); JSON: a whole number.
+        case integer(ClosedRange<Int>)
+        /// MPD "0"/"1"; JSON true/false.
+        case flag
+        /// A number in the range (MPD parses it with strtof, so `nan` and `inf` are
+        /// words; `nan` passes only where `nan` is set, then stands for "off"). JSON: a
+        /// number, or null where `nan` is set.
+        case number(ClosedRange<Double>, nan: Bool)
+        /// One of a fixed set of words, spelled per protocol. The value is the choice's
+        /// `name`; `mpdRefusal` is MPD's own message for anything else.
+        case choice([Choice], mpdRefusal: String)
+    }
+
+    public struct Choice: Sendable {
+        /// The canonical name (the value the spec's `run` reads).
+        public var name: String
+        public var mpd: String?
+        public var json: String?
+        public init(_ name: String, mpd: String? = nil, json: String? = nil) {
+            self.name = name
+            self.mpd = mpd ?? name
+            self.json = json ?? name
+        }
+    }
+
+    public var name: String
+    public var kind: Kind
+    public var optional: Bool
+    public init(_ name: String, _ kind: Kind, optional: Bool = false) {
+        self.name = name
+        self.kind = kind
+        self.optional = optional
+    }
+
+    /// What a JSON client is told this argument takes.
+    var jsonExpectation: String {
+        switch kind {
+        case .integer(let r): return "a whole number \(r.lowerBound)…\(r.upperBound)"
+        case .flag: return "true or false"
+        case .number(let r, let nan): return "a number \(Self.figure(r.lowerBound))…\(Self.figure(r.upperBound))\(nan ? " or null" : "")"
+        case .choice(let cs, _): return cs.compactMap(\.json).joined(separator: ", ")
+        }
+    }
+
+    static func figure(_ d: Double) -> String { d == d.rounded() && abs(d) < 1e15 ? String(Int(d)) : "\(d)" }
+}
+
+/// A value read from the wire, already range-checked.
+public enum ArgumentValue: Sendable, Equatable {
+    case integer(Int)
+    case flag(Bool)
+    /// NaN only where the kind allows it.
+    case number(Double)
+    case choice(String)
+}
+
+/// The arguments of one request, by name, each read through its spec.
+public struct Arguments: Sendable {
+    var values: [String: ArgumentValue] = [:]
+    public init() {}
+    public subscript(_ name: String) -> ArgumentValue? { values[name] }
+    public func has(_ name: String) -> Bool { values[name] != nil }
+    public func integer(_ name: String) -> Int? { if case .integer(let v)? = values[name] { return v }; return nil }
+    public func flag(_ name: String) -> Bool? { if case .flag(let v)? = values[name] { return v }; return nil }
+    public func number(_ name: String) -> Double? { if case .number(let v)? = values[name] { return v }; return nil }
+    public func choice(_ name: String) -> String? { if case .choice(let v)? = values[name] { return v }; return nil }
+}
+
+extension ArgumentSpec {
+    /// An MPD word read as this argument, with MPD's messages (its
+    /// ProtocolArgumentParser: the same faults, the same words).
+    func read(mpd word: String) throws(PlayerError) -> ArgumentValue {
+        switch kind {
+        case .integer(let r):
+            guard let v = Int(word) else { throw PlayerError(.badRequest, "Integer expected: \(word)") }
+            guard r.contains(v) else { throw PlayerError(.invalidArgument, "Number too large: \(word)") }
+            return .integer(v)
+        case .flag:
+            guard word == "0" || word == "1" else { throw PlayerError(.badRequest, "Boolean (0/1) expected: \(word)") }
+            return .flag(word == "1")
+        case .number(let r, let nan):
+            // strtof over the whole word, as MPD: "nan" and "inf" parse. 64 bytes: no
+            // float needs more, and Float(_:) is not handed a megabyte.
+            guard word.utf8.count <= 64, let f = Float(word) else { throw PlayerError(.badRequest, "Float expected: \(word)") }
+            let v = Double(f)
+            if v.isNaN, nan { return .number(v) }
+            guard v.isFinite, r.contains(v) else { throw PlayerError(.invalidArgument, "Number too large: \(word)") }
+            return .number(v)
+        case .choice(let cs, let refusal):
+            guard let c = cs.first(where: { $0.mpd == word }) else { throw PlayerError(.badRequest, refusal) }
+            return .choice(c.name)
+        }
+    }
+
+    /// A JSON member read as this argument. A wrong type is a bad request, a number
+    /// outside the range an invalid argument, on every command alike.
+    func read(json v: JSON) throws(PlayerError) -> ArgumentValue {
+        let must = "\"\(name)\" must be \(jsonExpectation)"
+        switch kind {
+        case .integer(let r):
+            guard case .number(let d) = v, d == d.rounded() else { throw PlayerError(.badRequest, must) }
+            guard let n = v.integer(in: Int64(r.lowerBound)...Int64(r.upperBound)) else { throw PlayerError(.invalidArgument, must) }
+            return .integer(Int(n))
+        case .flag:
+            guard let b = v.boolValue else { throw PlayerError(.badRequest, must) }
+            return .flag(b)
+        case .number(let r, let nan):
+            if v.isNull, nan { return .number(.nan) }
+            guard let d = v.numberValue else { throw PlayerError(.badRequest, must) }
+            guard d.isFinite, r.contains(d) else { throw PlayerError(.invalidArgument, must) }
+            return .number(d)
+        case .choice(let cs, _):
+            guard let s = v.stringValue, let c = cs.first(where: { $0.json == s }) else { throw PlayerError(.badRequest, must) }
+            return .choice(c.name)
+        }
+    }
+}

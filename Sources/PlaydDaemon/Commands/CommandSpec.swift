@@ -1,0 +1,101 @@
+import CoreStream
+import PlaydProtocol
+import PlaydSessions
+
+/// One command, once, for every protocol (as MPD's AllCommands.cxx row and mpv's
+/// `mp_cmds[]`): its name on each protocol, who may run it, its typed arguments with
+/// their ranges, what it does to the player, and which reply it gives. The protocols
+/// are projections of these: MPD's table (MPDCommands) and JSON's (JSONCommands) take
+/// their rows from ``CommandTable``, read the arguments through the specs' kinds
+/// (Arguments.swift) and encode the reply; neither parses these commands by hand.
+///
+/// Adding a command: a spec here (or, for a test, in ``CommandTable/init(extra:)``),
+/// a `Player` method it calls, and only if its reply is new a case of ``Reply`` and its
+/// encoding in each protocol. CONTRIBUTING.md has the recipe, and
+/// `CommandSpecTests` proves it with a command defined only in the test target.
+public struct CommandSpec: Sendable {
+    /// The names it is spelled with: nil where a protocol does not have it.
+    public var json: String?
+    public var mpd: String?
+    /// MPD's permission (the JSON socket's access is by peer credentials).
+    public var permission: MPDSession.Permission
+    /// In order: MPD takes them by position, JSON by name.
+    public var arguments: [ArgumentSpec]
+    /// The reply, encoded by each protocol.
+    public var reply: Reply
+    /// What it does, with its arguments read and range-checked. Control thread.
+    public var run: @Sendable (Player, Arguments) throws(PlayerError) -> Void
+
+    /// What a command answers with, beyond "done". Each protocol encodes each case
+    /// (MPD's control commands answer only `OK`, as MPD's).
+    public enum Reply: Sendable {
+        case done
+        /// JSON: the entry playing after the command (`next`, `prev`).
+        case current
+        /// JSON: the four play options (`repeat`, `single`, `shuffle`, `consume`).
+        case options
+        /// JSON: volume and mute.
+        case level
+        /// JSON: crossfade and MixRamp.
+        case crossfade
+        /// JSON: the play direction.
+        case direction
+    }
+
+    public init(json: String? = nil, mpd: String? = nil, _ permission: MPDSession.Permission,
+                _ arguments: [ArgumentSpec] = [], reply: Reply = .done,
+                run: @escaping @Sendable (Player, Arguments) throws(PlayerError) -> Void) {
+        self.json = json
+        self.mpd = mpd
+        self.permission = permission
+        self.arguments = arguments
+        self.reply = reply
+        self.run = run
+    }
+
+    /// How many words MPD takes: the required arguments, up to all of them.
+    var mpdArgumentCount: ClosedRange<Int> {
+        arguments.filter { !$0.optional }.count...arguments.count
+    }
+
+    /// MPD words read into arguments (the session has checked their count).
+    func read(mpd words: [String]) throws(PlayerError) -> Arguments {
+        var out = Arguments()
+        for (spec, word) in zip(arguments, words) { out.values[spec.name] = try spec.read(mpd: word) }
+        return out
+    }
+
+    /// JSON members read into arguments; a missing one that is required is a bad
+    /// request naming it. JSON null is "not given" unless the kind gives it a meaning.
+    func read(json request: JSON) throws(PlayerError) -> Arguments {
+        var out = Arguments()
+        for spec in arguments {
+            guard let v = request[spec.name], !(v.isNull && !spec.acceptsNull) else {
+                guard spec.optional else {
+                    throw PlayerError(.badRequest, "\(json ?? "") needs \"\(spec.name)\": \(spec.jsonExpectation)")
+                }
+                continue
+            }
+            out.values[spec.name] = try spec.read(json: v)
+        }
+        return out
+    }
+}
+
+extension ArgumentSpec {
+    var acceptsNull: Bool { if case .number(_, true) = kind { return true }; return false }
+}
+
+/// The commands the protocols serve from specs: playd's own (``CommandSpecs/all``) and,
+/// in tests, extra ones. Built once per player; the sessions read it.
+public struct CommandTable: Sendable {
+    public let specs: [CommandSpec]
+    let byJSON: [String: CommandSpec]
+    let byMPD: [String: CommandSpec]
+
+    public init(extra: [CommandSpec] = []) {
+        specs = CommandSpecs.all + extra
+        byJSON = Dictionary(specs.compactMap { s in s.json.map { ($0, s) } }, uniquingKeysWith: { _, new in new })
+        byMPD = Dictionary(specs.compactMap { s in s.mpd.map { ($0, s) } }, uniquingKeysWith: { _, new in new })
+    }
+}

@@ -1,0 +1,111 @@
+import CoreStream
+import PlaydProtocol
+import PlaydSessions
+
+/// playd's commands as specs (CommandSpec.swift): the transport, the play options, the
+/// level and crossfade. Each is one row whichever protocols spell it; where the two
+/// protocols mean different things by one name (MPD's `repeat 0|1` and JSON's
+/// one-word `repeat`, MPD's `pause [0|1]` and JSON's `pause`) each meaning is its own
+/// row. The rest of the commands are still rows of the protocol tables themselves
+/// (MPDCommands.legacyRows, JSONCommands.legacyTable), moved here one group at a time.
+public enum CommandSpecs {
+    typealias A = ArgumentSpec
+
+    /// MPD's ranges. A volume is a percentage; a change of more than 100 in either
+    /// direction saturates anyway. Crossfade is capped at an hour (longer than any
+    /// track worth a fade, and `seconds × rate` stays far inside Int).
+    static let volume = A.Kind.integer(0...100)
+    static let volumeChange = A.Kind.integer(-100...100)
+    static let crossfadeSeconds = A.Kind.integer(0...Player.CrossfadeSettings.maxSeconds)
+    /// MixRamp levels as their analyser writes them (−90 … 0), with room either side.
+    static let mixrampDB = A.Kind.number(-200...200, nan: false)
+    /// ≤ 0 or NaN: MixRamp off (MPD's default is −1, `nan` its documented "off").
+    static let mixrampDelay = A.Kind.number(-1e9...Double(Player.CrossfadeSettings.maxSeconds), nan: true)
+
+    static let single = A.Kind.choice([.init("off", mpd: "0"), .init("on", mpd: "1"), .init("oneshot")],
+                                      mpdRefusal: "Unrecognized single mode, expected 0, 1, or oneshot")
+    static let repeatMode = A.Kind.choice([.init("off"), .init("on"), .init("one")], mpdRefusal: "Unrecognized repeat mode")
+    static let replayGain = A.Kind.choice(ReplayGainMode.allCases.map { .init($0.rawValue) },
+                                          mpdRefusal: "Unrecognized replay gain mode")
+    static let direction = A.Kind.choice(PlayDirection.allCases.map { .init($0.rawValue) },
+                                         mpdRefusal: "Unrecognized direction")
+
+    public static let all: [CommandSpec] = transport + options + level + crossfade
+
+    static let transport: [CommandSpec] = [
+        CommandSpec(json: "stop", mpd: "stop", .control) { p, _ throws(PlayerError) in try p.perform(.transport(.stop)) },
+        CommandSpec(json: "next", mpd: "next", .control, reply: .current) { p, _ throws(PlayerError) in try p.perform(.next) },
+        CommandSpec(json: "prev", mpd: "previous", .control, reply: .current) { p, _ throws(PlayerError) in try p.perform(.previous) },
+        CommandSpec(json: "pause", .control) { p, _ throws(PlayerError) in try p.perform(.transport(.pause)) },
+        CommandSpec(json: "resume", .control) { p, _ throws(PlayerError) in try p.perform(.transport(.resume)) },
+        CommandSpec(json: "toggle", .control) { p, _ throws(PlayerError) in try p.perform(.transport(.toggle)) },
+        // MPD's `pause` with no argument toggles (deprecated there, still sent by clients).
+        CommandSpec(mpd: "pause", .control, [A("pause", .flag, optional: true)]) { p, a throws(PlayerError) in
+            try p.perform(.transport(a.flag("pause").map { $0 ? .pause : .resume } ?? .toggle))
+        },
+        CommandSpec(json: "clear", mpd: "clear", .control) { p, _ throws(PlayerError) in try p.perform(.clear) },
+        CommandSpec(json: "direction", .control, [A("direction", direction)], reply: .direction) { p, a throws(PlayerError) in
+            try p.perform(.direction(PlayDirection(rawValue: a.choice("direction")!)!))
+        },
+    ]
+
+    /// MPD's four options, each on its own (PlayQueue: repeats, single, shuffle, consume).
+    static let options: [CommandSpec] = [
+        CommandSpec(mpd: "repeat", .control, [A("on", .flag)]) { p, a throws(PlayerError) in try p.perform(.setRepeat(a.flag("on")!)) },
+        CommandSpec(json: "repeat", .control, [A("mode", repeatMode)], reply: .options) { p, a throws(PlayerError) in
+            try p.perform(.setRepeatMode(PlayQueue.Repeat(rawValue: a.choice("mode")!)!))
+        },
+        CommandSpec(json: "single", mpd: "single", .control, [A("mode", single)], reply: .options) { p, a throws(PlayerError) in
+            try p.perform(.setSingle(PlayQueue.Single(rawValue: a.choice("mode")!)!))
+        },
+        CommandSpec(json: "shuffle", mpd: "random", .control, [A("on", .flag)], reply: .options) { p, a throws(PlayerError) in
+            try p.perform(.setRandom(a.flag("on")!))
+        },
+        CommandSpec(json: "consume", mpd: "consume", .control, [A("on", .flag)], reply: .options) { p, a throws(PlayerError) in
+            try p.perform(.setConsume(a.flag("on")!))
+        },
+    ]
+
+    static let level: [CommandSpec] = [
+        CommandSpec(mpd: "setvol", .control, [A("volume", volume)]) { p, a throws(PlayerError) in
+            try p.perform(.volume(.set(a.integer("volume")!)))
+        },
+        CommandSpec(mpd: "volume", .control, [A("change", volumeChange)]) { p, a throws(PlayerError) in
+            try p.perform(.volume(.change(a.integer("change")!)))
+        },
+        // JSON's `volume`: `set`, else `change`, else only the reply (a read).
+        CommandSpec(json: "volume", .control, [A("set", volume, optional: true), A("change", volumeChange, optional: true)],
+                    reply: .level) { p, a throws(PlayerError) in
+            if let v = a.integer("set") { try p.perform(.volume(.set(v))) } else if let v = a.integer("change") { try p.perform(.volume(.change(v))) }
+        },
+        // `muted` left out (or null): toggle.
+        CommandSpec(json: "mute", .control, [A("muted", .flag, optional: true)], reply: .level) { p, a throws(PlayerError) in
+            try p.perform(.mute(a.flag("muted")))
+        },
+        CommandSpec(mpd: "replay_gain_mode", .control, [A("mode", replayGain)]) { p, a throws(PlayerError) in
+            try p.perform(.replayGain(ReplayGainMode(rawValue: a.choice("mode")!)!))
+        },
+    ]
+
+    /// Crossfade and MixRamp (Player+Crossfade.swift).
+    static let crossfade: [CommandSpec] = [
+        CommandSpec(mpd: "crossfade", .control, [A("seconds", crossfadeSeconds)]) { p, a throws(PlayerError) in
+            try p.perform(.setCrossfade(seconds: a.integer("seconds")!))
+        },
+        CommandSpec(mpd: "mixrampdb", .control, [A("db", mixrampDB)]) { p, a throws(PlayerError) in
+            try p.perform(.setMixRampDB(a.number("db")!))
+        },
+        CommandSpec(mpd: "mixrampdelay", .control, [A("seconds", mixrampDelay)]) { p, a throws(PlayerError) in
+            try p.perform(.setMixRampDelay(a.number("seconds")!))
+        },
+        // All three in one: any of the members (each read before any is set, so a bad
+        // one changes nothing); none reads them. {"cmd":"crossfade","seconds":5}
+        CommandSpec(json: "crossfade", .control,
+                    [A("seconds", crossfadeSeconds, optional: true), A("mixramp_db", mixrampDB, optional: true),
+                     A("mixramp_delay", mixrampDelay, optional: true)], reply: .crossfade) { p, a throws(PlayerError) in
+            if let s = a.integer("seconds") { try p.perform(.setCrossfade(seconds: s)) }
+            if let db = a.number("mixramp_db") { try p.perform(.setMixRampDB(db)) }
+            if let d = a.number("mixramp_delay") { try p.perform(.setMixRampDelay(d)) }
+        },
+    ]
+}
