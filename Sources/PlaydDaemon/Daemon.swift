@@ -89,7 +89,7 @@ public final class Daemon: @unchecked Sendable {
                 if owner === player {
                     // Posted: it runs after the `sendmessage` has replied.
                     server.post { [unowned player] in
-                        for m in board.value.0.take(board.value.1) { player.announceMessage(m.text) }
+                        for m in board.value.0.take(board.value.1) { MPDCommands.announceMessage(player, m.text) }
                     }
                     return
                 }

@@ -36,7 +36,7 @@ struct SavedState {
                             ("current", queue.current.map { JSON.int(Int64($0)) } ?? .null),
                             // "repeat" for state files of earlier versions; "repeats" and
                             // "single" say all of it (single without repeat has no word there).
-                            ("repeat", .string(queue.repeatMode.rawValue)), ("repeats", .bool(queue.repeats)),
+                            ("repeat", .string(RepeatWord(repeats: queue.repeats, single: queue.single).rawValue)), ("repeats", .bool(queue.repeats)),
                             ("single", .string(queue.single.rawValue)), ("shuffle", .bool(queue.shuffle)),
                             ("consume", .bool(queue.consume)))))
     }
@@ -132,7 +132,7 @@ enum StateStore {
             }
             let current = q["current"]?.integer(in: 0...Int64(max(0, entries.count - 1))).map { Int($0) }
             var options = PlayQueue()
-            options.repeatMode = q["repeat"]?.stringValue.flatMap(PlayQueue.Repeat.init(rawValue:)) ?? .off
+            (options.repeats, options.single) = (q["repeat"]?.stringValue.flatMap(RepeatWord.init(rawValue:)) ?? .off).options
             if let r = q["repeats"]?.boolValue { options.repeats = r }
             if let single = q["single"]?.stringValue.flatMap(PlayQueue.Single.init(rawValue:)) { options.single = single }
             queue = PlayQueue(entries: entries, current: entries.isEmpty ? nil : current,

@@ -391,16 +391,16 @@ struct AnnouncementTests {
         ("--chime=/m/ding.wav http://tts/x.mp3", "http://tts/x.mp3", -18, 0, false, "/m/ding.wav"),
     ] as [(String, String, Double, Double, Bool, String?)])
     func mpdMessagesParse(_ text: String, _ source: String, _ duck: Double, _ gain: Double, _ pause: Bool, _ chime: String?) throws {
-        let r = try #require(try Player.parseAnnounceMessage(text))
+        let r = try #require(try MPDCommands.parseAnnounceMessage(text))
         #expect(r.source == source && r.duckDB == duck && r.gainDB == gain && r.pause == pause && r.chime == chime)
     }
 
     @Test(arguments: ["--loud /m/x.mp3", "--duck=x /m/x.mp3", "--duck=nan /m/x.mp3"])
     func badMPDMessagesAreRefused(_ text: String) {
-        #expect(throws: (any Error).self) { try Player.parseAnnounceMessage(text) }
+        #expect(throws: (any Error).self) { try MPDCommands.parseAnnounceMessage(text) }
     }
 
     @Test func cancelIsAMessageToo() throws {
-        #expect(try Player.parseAnnounceMessage("--cancel") == nil)
+        #expect(try MPDCommands.parseAnnounceMessage("--cancel") == nil)
     }
 }

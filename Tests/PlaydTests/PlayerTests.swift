@@ -130,8 +130,8 @@ struct PlayerTests {
         #expect(p.queue.repeats == false && p.queue.single == .off)
         try p.perform(.setSingle(.on))
         #expect(p.queue.repeats == false && p.queue.single == .on)
-        #expect(p.queue.repeatMode == .off)
-        try p.perform(.setRepeatMode(.one))
+        #expect(RepeatWord(repeats: p.queue.repeats, single: p.queue.single) == .off)
+        try p.perform(.setRepeatSingle(repeats: true, single: .on))
         #expect(p.queue.repeats && p.queue.single == .on)
     }
 

@@ -13,16 +13,16 @@ struct PlayQueueTests {
 
     /// (repeat, current, manual) → successor index.
     @Test(arguments: [
-        (PlayQueue.Repeat.off, 0, false, Optional(1)),
+        (RepeatWord.off, 0, false, Optional(1)),
         (.off, 2, false, nil),
         (.on, 2, false, 0),
         (.one, 1, false, 1),
         (.one, 1, true, 2),      // a manual next moves on even in repeat-one
         (.one, 2, true, 0),      // `one` is MPD's repeat + single: the queue repeats
     ])
-    func successorFollowsTheRepeatMode(_ mode: PlayQueue.Repeat, _ current: Int, _ manual: Bool, _ expected: Int?) {
+    func successorFollowsTheRepeatMode(_ mode: RepeatWord, _ current: Int, _ manual: Bool, _ expected: Int?) {
         var q = queue(3)
-        q.repeatMode = mode
+        (q.repeats, q.single) = mode.options
         q.setCurrent(current)
         #expect(q.successor(manual: manual) == expected)
     }
@@ -151,7 +151,7 @@ struct PlayQueueTests {
         }
         #expect(seen.count == 20 && Set(seen).count == 20)
         #expect(seen != Array(5...20) + Array(1...4), "not shuffled")
-        q.repeatMode = .on
+        q.repeats = true
         #expect(q.successor() != nil, "repeat wraps a shuffled queue")
     }
 

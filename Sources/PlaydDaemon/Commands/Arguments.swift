@@ -21,6 +21,21 @@ public struct ArgumentSpec: Sendable {
         /// One of a fixed set of words, spelled per protocol. The value is the choice's
         /// `name`; `mpdRefusal` is MPD's own message for anything else.
         case choice([Choice], mpdRefusal: String)
+        /// A queue position: a whole number, and no more. Whether the queue has it is
+        /// the Player's check, the only one (``PlayerError/Code/badIndex``: MPD's "Bad
+        /// song index"), made when the command runs, after every argument is read (MPD
+        /// reads all of a command's arguments before it looks at the queue).
+        case index
+        /// A queue entry's id: a whole number; the Player looks it up
+        /// (``PlayerError/Code/noSuchEntry``: MPD's "No such song").
+        case id
+        /// Seconds: MPD a float word (`+N`/`-N` from the position heard where
+        /// `relative`; else a negative one is refused), JSON a number.
+        case seconds(relative: Bool)
+        /// A name whose owner checks it (a stored playlist's: StoredPlaylists.checkName,
+        /// MPD's "Bad playlist name"): any word here, any string on JSON. Its length is
+        /// bounded by the line it came in (limits.max_line_bytes).
+        case name
     }
 
     public struct Choice: Sendable {
@@ -51,6 +66,10 @@ public struct ArgumentSpec: Sendable {
         case .flag: return "true or false"
         case .number(let r, let nan): return "a number \(Self.figure(r.lowerBound))…\(Self.figure(r.upperBound))\(nan ? " or null" : "")"
         case .choice(let cs, _): return cs.compactMap(\.json).joined(separator: ", ")
+        case .index: return "a queue position (a whole number)"
+        case .id: return "an entry id (a whole number ≥ 0)"
+        case .seconds(let relative): return relative ? "a number of seconds" : "a number of seconds ≥ 0"
+        case .name: return "a string"
         }
     }
 
@@ -64,6 +83,9 @@ public enum ArgumentValue: Sendable, Equatable {
     /// NaN only where the kind allows it.
     case number(Double)
     case choice(String)
+    /// Seconds; `relative`: from the position heard.
+    case time(Double, relative: Bool)
+    case text(String)
 }
 
 /// The arguments of one request, by name, each read through its spec.
@@ -76,6 +98,10 @@ public struct Arguments: Sendable {
     public func flag(_ name: String) -> Bool? { if case .flag(let v)? = values[name] { return v }; return nil }
     public func number(_ name: String) -> Double? { if case .number(let v)? = values[name] { return v }; return nil }
     public func choice(_ name: String) -> String? { if case .choice(let v)? = values[name] { return v }; return nil }
+    public func time(_ name: String) -> (seconds: Double, relative: Bool)? {
+        if case .time(let s, let r)? = values[name] { return (s, r) }; return nil
+    }
+    public func text(_ name: String) -> String? { if case .text(let v)? = values[name] { return v }; return nil }
 }
 
 extension ArgumentSpec {
@@ -101,6 +127,17 @@ extension ArgumentSpec {
         case .choice(let cs, let refusal):
             guard let c = cs.first(where: { $0.mpd == word }) else { throw PlayerError(.badRequest, refusal) }
             return .choice(c.name)
+        case .index, .id:
+            guard let v = Int(word) else { throw PlayerError(.badRequest, "Integer expected: \(word)") }
+            return .integer(v)
+        case .seconds(let relative):
+            let signed = word.hasPrefix("+") || word.hasPrefix("-")
+            // Finite before it is ever a frame count: `seekcur 1e300` trapped once.
+            guard word.utf8.count <= 64, let v = Double(word), v.isFinite else { throw PlayerError(.badRequest, "Float expected: \(word)") }
+            guard !signed || relative || v >= 0 else { throw PlayerError(.invalidArgument, "Negative value not allowed: \(word)") }
+            return .time(v, relative: signed && relative)
+        case .name:
+            return .text(word)
         }
     }
 
@@ -124,6 +161,20 @@ extension ArgumentSpec {
         case .choice(let cs, _):
             guard let s = v.stringValue, let c = cs.first(where: { $0.json == s }) else { throw PlayerError(.badRequest, must) }
             return .choice(c.name)
+        case .index:
+            // Within ±2^53 (exact in a double) before it becomes an Int.
+            guard let n = v.integer(in: -(1 << 53)...(1 << 53)) else { throw PlayerError(.badRequest, must) }
+            return .integer(Int(n))
+        case .id:
+            guard let n = v.integer(in: 0...(1 << 53)) else { throw PlayerError(.badRequest, must) }
+            return .integer(Int(n))
+        case .seconds(let relative):
+            guard let d = v.numberValue, d.isFinite else { throw PlayerError(.badRequest, must) }
+            guard relative || d >= 0 else { throw PlayerError(.invalidArgument, must) }
+            return .time(d, relative: relative)
+        case .name:
+            guard let s = v.stringValue else { throw PlayerError(.badRequest, must) }
+            return .text(s)
         }
     }
 }

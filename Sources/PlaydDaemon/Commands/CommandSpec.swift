@@ -40,6 +40,10 @@ public struct CommandSpec: Sendable {
         case crossfade
         /// JSON: the play direction.
         case direction
+        /// JSON: the queue's length.
+        case length
+        /// JSON: the `name` argument back (a stored playlist saved).
+        case name
     }
 
     public init(json: String? = nil, mpd: String? = nil, _ permission: MPDSession.Permission,

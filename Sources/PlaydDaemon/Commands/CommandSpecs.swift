@@ -24,13 +24,13 @@ public enum CommandSpecs {
 
     static let single = A.Kind.choice([.init("off", mpd: "0"), .init("on", mpd: "1"), .init("oneshot")],
                                       mpdRefusal: "Unrecognized single mode, expected 0, 1, or oneshot")
-    static let repeatMode = A.Kind.choice([.init("off"), .init("on"), .init("one")], mpdRefusal: "Unrecognized repeat mode")
+    static let repeatMode = A.Kind.choice(RepeatWord.allCases.map { .init($0.rawValue) }, mpdRefusal: "Unrecognized repeat mode")
     static let replayGain = A.Kind.choice(ReplayGainMode.allCases.map { .init($0.rawValue) },
                                           mpdRefusal: "Unrecognized replay gain mode")
     static let direction = A.Kind.choice(PlayDirection.allCases.map { .init($0.rawValue) },
                                          mpdRefusal: "Unrecognized direction")
 
-    public static let all: [CommandSpec] = transport + options + level + crossfade
+    public static let all: [CommandSpec] = transport + options + level + crossfade + queue + storedPlaylists
 
     static let transport: [CommandSpec] = [
         CommandSpec(json: "stop", mpd: "stop", .control) { p, _ throws(PlayerError) in try p.perform(.transport(.stop)) },
@@ -53,7 +53,8 @@ public enum CommandSpecs {
     static let options: [CommandSpec] = [
         CommandSpec(mpd: "repeat", .control, [A("on", .flag)]) { p, a throws(PlayerError) in try p.perform(.setRepeat(a.flag("on")!)) },
         CommandSpec(json: "repeat", .control, [A("mode", repeatMode)], reply: .options) { p, a throws(PlayerError) in
-            try p.perform(.setRepeatMode(PlayQueue.Repeat(rawValue: a.choice("mode")!)!))
+            let word = RepeatWord(rawValue: a.choice("mode")!)!.options
+            try p.perform(.setRepeatSingle(repeats: word.repeats, single: word.single))
         },
         CommandSpec(json: "single", mpd: "single", .control, [A("mode", single)], reply: .options) { p, a throws(PlayerError) in
             try p.perform(.setSingle(PlayQueue.Single(rawValue: a.choice("mode")!)!))
@@ -106,6 +107,58 @@ public enum CommandSpecs {
             if let s = a.integer("seconds") { try p.perform(.setCrossfade(seconds: s)) }
             if let db = a.number("mixramp_db") { try p.perform(.setMixRampDB(db)) }
             if let d = a.number("mixramp_delay") { try p.perform(.setMixRampDelay(d)) }
+        },
+    ]
+
+    /// Positions and ids in the queue: read as numbers here, looked up by the Player
+    /// when the command runs (its check is the only one: MPD's "Bad song index", "No
+    /// such song"), after every argument is read, as MPD reads them.
+    static let queue: [CommandSpec] = [
+        CommandSpec(mpd: "seek", .control, [A("position", .index), A("time", .seconds(relative: false))]) { p, a throws(PlayerError) in
+            try p.perform(.seekEntry(index: a.integer("position")!, seconds: a.time("time")!.seconds))
+        },
+        CommandSpec(mpd: "seekid", .control, [A("id", .id), A("time", .seconds(relative: false))]) { p, a throws(PlayerError) in
+            try p.perform(.seekEntry(index: try p.index(ofID: a.integer("id")!), seconds: a.time("time")!.seconds))
+        },
+        // `+N`/`-N`: from the position heard.
+        CommandSpec(mpd: "seekcur", .control, [A("time", .seconds(relative: true))]) { p, a throws(PlayerError) in
+            let t = a.time("time")!
+            try p.perform(.seek(frames: nil, seconds: t.seconds, relative: t.relative))
+        },
+        CommandSpec(mpd: "deleteid", .control, [A("id", .id)]) { p, a throws(PlayerError) in
+            let i = try p.index(ofID: a.integer("id")!)
+            try p.perform(.remove(i..<(i + 1)))
+        },
+        // JSON's `remove`: by id ("entry"; a request's "id" is the client's own tag) or
+        // by position.
+        CommandSpec(json: "remove", .control, [A("entry", .id, optional: true), A("index", .index, optional: true)],
+                    reply: .length) { p, a throws(PlayerError) in
+            guard let i = try a.integer("entry").map({ id throws(PlayerError) in try p.index(ofID: id) }) ?? a.integer("index") else {
+                throw PlayerError(.badRequest, "give \"entry\" (an entry id) or \"index\"")
+            }
+            try p.perform(.remove(i..<(i + 1)))
+        },
+        CommandSpec(mpd: "swap", .control, [A("a", .index), A("b", .index)]) { p, a throws(PlayerError) in
+            try p.perform(.swap(a.integer("a")!, a.integer("b")!))
+        },
+        CommandSpec(mpd: "swapid", .control, [A("a", .id), A("b", .id)]) { p, a throws(PlayerError) in
+            try p.perform(.swap(try p.index(ofID: a.integer("a")!), try p.index(ofID: a.integer("b")!)))
+        },
+    ]
+
+    /// Stored playlists (StoredPlaylists checks the names: MPD's "Bad playlist name").
+    static let storedPlaylists: [CommandSpec] = [
+        CommandSpec(json: "save", mpd: "save", .control, [A("name", .name)], reply: .name) { p, a throws(PlayerError) in
+            try p.perform(.savePlaylist(a.text("name")!))
+        },
+        CommandSpec(json: "remove_playlist", mpd: "rm", .control, [A("name", .name)]) { p, a throws(PlayerError) in
+            try p.perform(.playlistRemove(a.text("name")!))
+        },
+        CommandSpec(json: "rename_playlist", mpd: "rename", .control, [A("name", .name), A("to", .name)]) { p, a throws(PlayerError) in
+            try p.perform(.playlistRename(a.text("name")!, to: a.text("to")!))
+        },
+        CommandSpec(mpd: "playlistclear", .control, [A("name", .name)]) { p, a throws(PlayerError) in
+            try p.perform(.playlistClear(a.text("name")!))
         },
     ]
 }

@@ -13,7 +13,8 @@ extension PlayerError {
         case let e as PlayerError: self = e
         case let e as StreamError: self.init(e)
         case let e as MusicLibrary.Error: self.init(e.updateRunning ? .updateRunning : .invalidArgument, e.message)
-        default: self.init(.internal, "\(error)")
+        // Anything unexpected: the engine's `internal`; the message says what.
+        default: self.init(.stream(.internalError), "\(error)")
         }
     }
 
@@ -34,6 +35,7 @@ extension PlayerError {
         switch code {
         case .badRequest: return (ProtocolErrorCode.badRequest.rawValue, .arg, nil)
         case .invalidArgument: return (ProtocolErrorCode.invalidArgument.rawValue, .arg, nil)
+        case .badIndex: return (ProtocolErrorCode.invalidArgument.rawValue, .arg, "Bad song index")
         case .notPlaying: return (ProtocolErrorCode.notPlaying.rawValue, .playerSync, "Not playing")
         case .noSuchEntry: return (ProtocolErrorCode.invalidArgument.rawValue, .noExist, "No such song")
         case .outsideLibrary: return (ProtocolErrorCode.outsideLibrary.rawValue, .permission, nil)
@@ -43,7 +45,7 @@ extension PlayerError {
         case .noMixer: return (ProtocolErrorCode.badRequest.rawValue, .system, "No mixer")
         case .noSuchPlaylist: return (ProtocolErrorCode.noSuchPlaylist.rawValue, .noExist, nil)
         case .playlistExists: return (ProtocolErrorCode.playlistExists.rawValue, .exist, nil)
-        case .internal, .workPending: return (ProtocolErrorCode.internal.rawValue, .system, nil)
+        case .workPending: return (ProtocolErrorCode.internal.rawValue, .system, nil)
         default:
             let name = code.stream?.name ?? ProtocolErrorCode.internal.rawValue
             switch code.stream {

@@ -51,8 +51,8 @@ public enum Command: Sendable {
     case clear
     case setRepeat(Bool)
     case setSingle(PlayQueue.Single)
-    /// JSON's one-word `repeat`: off, on, one.
-    case setRepeatMode(PlayQueue.Repeat)
+    /// MPD's two options at once (JSON's one-word `repeat`: RepeatWord).
+    case setRepeatSingle(repeats: Bool, single: PlayQueue.Single)
     case setRandom(Bool)
     case setConsume(Bool)
     /// MPD's `crossfade` (whole seconds, 0: off), `mixrampdb`, `mixrampdelay` (≤ 0 or
@@ -108,14 +108,17 @@ public struct Outcome: Sendable, Equatable {
 /// A command refused: a code both protocols map to theirs, and a message for people.
 public struct PlayerError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
-        fileprivate enum Kind: String { case badRequest, invalidArgument, notPlaying, noSuchEntry, outsideLibrary, tooLarge,
+        fileprivate enum Kind: String { case badRequest, invalidArgument, badIndex, notPlaying, noSuchEntry, outsideLibrary, tooLarge,
                                              updateRunning, noLibrary, noMixer, stream, workPending,
-                                             noSuchPlaylist, playlistExists, `internal` }
+                                             noSuchPlaylist, playlistExists }
         fileprivate let kind: Kind
         /// The engine's code, for `.stream`.
         public let stream: StreamError.Code?
         public static let badRequest = Code(kind: .badRequest, stream: nil)
         public static let invalidArgument = Code(kind: .invalidArgument, stream: nil)
+        /// A queue position outside the queue (MPD: "Bad song index"). The Player's
+        /// check, the only one: the protocols read a position as a number and no more.
+        public static let badIndex = Code(kind: .badIndex, stream: nil)
         public static let notPlaying = Code(kind: .notPlaying, stream: nil)
         public static let noSuchEntry = Code(kind: .noSuchEntry, stream: nil)
         public static let outsideLibrary = Code(kind: .outsideLibrary, stream: nil)
@@ -126,8 +129,6 @@ public struct PlayerError: Error, Sendable, CustomStringConvertible {
         /// Stored playlists: no playlist of that name; one exists already.
         public static let noSuchPlaylist = Code(kind: .noSuchPlaylist, stream: nil)
         public static let playlistExists = Code(kind: .playlistExists, stream: nil)
-        /// Anything unexpected; the message says what.
-        public static let `internal` = Code(kind: .internal, stream: nil)
         /// Not an answer: the command waits for work off the control thread (a folder
         /// walk). The session parks and sends the same command again when resumed; no
         /// client ever sees this code.

@@ -129,53 +129,15 @@ extension Player {
                 try start(next, keepPaused: keepPaused)
             } catch {
                 keepPaused = false  // `start` resumed the music when it failed
-                emit(.announcementEnded(source: next.source, cancelled: false, error: Self.playerError(error)))
+                emit(.announcementEnded(source: next.source, cancelled: false, error: PlayerError(any: error)))
             }
         }
     }
 
-    /// An announcement sent as an MPD message on the `announce` channel:
-    /// `[--duck=DB] [--gain=DB] [--pause] [--chime=FILE] SOURCE`, or `--cancel`.
-    /// Errors go to the log and the JSON events (MPD's `sendmessage` has replied).
-    public func announceMessage(_ text: String) {
-        do {
-            switch try Self.parseAnnounceMessage(text) {
-            case .some(let r): try announce(r)
-            case .none: try cancelAnnouncement()
-            }
-        } catch {
-            let e = Self.playerError(error)
-            logger.warning("announcement refused", metadata: ["message": "\(text)", "error": "\(e.message)"])
-            emit(.announcementEnded(source: text, cancelled: false, error: e))
-        }
-    }
-
-    /// Any error as the player reports it (a file's error keeps its own code).
-    static func playerError(_ error: any Error) -> PlayerError {
-        if let e = error as? PlayerError { return e }
-        if let e = error as? StreamError { return PlayerError(e) }
-        return PlayerError(.stream(.internalError), "\(error)")
-    }
-
-    /// nil: `--cancel`.
-    static func parseAnnounceMessage(_ text: String) throws -> AnnounceRequest? {
-        var rest = Substring(text)
-        var r = AnnounceRequest(source: "")
-        func number(_ s: Substring, _ name: String) throws -> Double {
-            guard let d = Double(s), d.isFinite else { throw PlayerError(.badRequest, "--\(name)=\(s) is not a number of dB") }
-            return d
-        }
-        while rest.hasPrefix("--") {
-            let word = rest.prefix { $0 != " " }
-            rest = rest.dropFirst(word.count).drop { $0 == " " }
-            if word == "--cancel" { return nil }
-            if word == "--pause" { r.pause = true; continue }
-            if word.hasPrefix("--duck=") { r.duckDB = try number(word.dropFirst(7), "duck"); continue }
-            if word.hasPrefix("--gain=") { r.gainDB = try number(word.dropFirst(7), "gain"); continue }
-            if word.hasPrefix("--chime=") { r.chime = String(word.dropFirst(8)); continue }
-            throw PlayerError(.badRequest, "unknown option \(word) (--duck=DB, --gain=DB, --pause, --chime=FILE, --cancel)")
-        }
-        r.source = String(rest)
-        return r
+    /// An announcement a protocol could not even read (MPD's `announce` channel, whose
+    /// `sendmessage` has replied already): logged, and told to JSON subscribers.
+    func refuseAnnouncement(_ text: String, _ error: PlayerError) {
+        logger.warning("announcement refused", metadata: ["message": "\(text)", "error": "\(error.message)"])
+        emit(.announcementEnded(source: text, cancelled: false, error: error))
     }
 }

@@ -9,14 +9,8 @@ extension Player {
         do {
             if let out = try performTTSStep(command) { return out }
             return try run(command)
-        } catch let e as PlayerError {
-            throw e
-        } catch let e as StreamError {
-            throw PlayerError(e)
-        } catch let e as MusicLibrary.Error {
-            throw PlayerError(e.updateRunning ? .updateRunning : .invalidArgument, e.message)
         } catch {
-            throw PlayerError(.stream(.internalError), "\(error)")
+            throw PlayerError(any: error)
         }
     }
 
@@ -79,7 +73,7 @@ extension Player {
         case .clear: clear()
         case .setRepeat(let on): setOptions { $0.repeats = on }
         case .setSingle(let s): setOptions { $0.single = s }
-        case .setRepeatMode(let m): setOptions { $0.repeatMode = m }
+        case .setRepeatSingle(let r, let s): setOptions { $0.repeats = r; $0.single = s }
         case .setRandom(let on): setOptions { $0.setShuffle(on) }
         case .setConsume(let on): setOptions { $0.consume = on }
         // In range already: the command specs read them (CommandSpecs.crossfade).
@@ -114,19 +108,19 @@ extension Player {
 
     func checkedIndex(_ i: Int) throws -> Int {
         guard i >= 0 && i < queue.count else {
-            throw PlayerError(.invalidArgument, "index \(i) is outside the queue (0…\(queue.count - 1))")
+            throw PlayerError(.badIndex, "index \(i) is outside the queue (0…\(queue.count - 1))")
         }
         return i
     }
 
-    func index(ofID id: Int) throws -> Int {
+    func index(ofID id: Int) throws(PlayerError) -> Int {
         guard let i = queue.index(ofID: id) else { throw PlayerError(.noSuchEntry, "no queue entry with id \(id)") }
         return i
     }
 
     func checkedRange(_ r: Range<Int>) throws -> Range<Int> {
         guard r.lowerBound >= 0, r.upperBound <= queue.count, !r.isEmpty else {
-            throw PlayerError(.invalidArgument, "\(r.lowerBound)…\(r.upperBound - 1) is outside the queue (0…\(queue.count - 1))")
+            throw PlayerError(.badIndex, "\(r.lowerBound)…\(r.upperBound - 1) is outside the queue (0…\(queue.count - 1))")
         }
         return r
     }

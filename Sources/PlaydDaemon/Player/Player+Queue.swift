@@ -62,7 +62,7 @@ extension Player {
         let r = try checkedRange(range)
         // `to <= count - r.count`, not `to + r.count <= count`: a `to` of Int.max overflowed.
         guard to >= 0, to <= queue.count - r.count else {
-            throw PlayerError(.invalidArgument, "position \(to) is outside the queue for \(r.count) entries")
+            throw PlayerError(.badIndex, "position \(to) is outside the queue for \(r.count) entries")
         }
         guard r.lowerBound != to else { return }
         // One at a time keeps ids and the current entry right (PlayQueue.move).

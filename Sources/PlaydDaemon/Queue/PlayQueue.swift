@@ -14,22 +14,6 @@ public struct PlayQueue: Sendable, Equatable {
         public var priority = 0
     }
 
-    /// The JSON protocol's one-word view of `repeats` and `single`: `one` is MPD's
-    /// repeat + single (the current entry again and again).
-    public enum Repeat: String, Sendable, CaseIterable {
-        /// Stop after the last entry (repeat off, single off).
-        case off
-        /// Start again from the first (repeat on, single off).
-        case on
-        /// Play the current entry again (repeat on, single on; a manual `next` moves on).
-        case one
-
-        /// The word for MPD's two options.
-        public init(repeats: Bool, single: Single) {
-            self = repeats ? (single == .off ? .on : .one) : .off
-        }
-    }
-
     /// MPD's `single`: after the current entry, stop (repeat off) or play it again
     /// (repeat on). `oneshot` does that once and turns itself off (MPD 0.21).
     public enum Single: String, Sendable, CaseIterable {
@@ -43,15 +27,6 @@ public struct PlayQueue: Sendable, Equatable {
     public var repeats = false
     /// MPD's `single`.
     public var single = Single.off
-    /// `repeats` and `single` in one word (JSON `repeat`). Setting `on` or `off` turns
-    /// single off; reading gives `off` for single without repeat (see `single`).
-    public var repeatMode: Repeat {
-        get { Repeat(repeats: repeats, single: single) }
-        set {
-            repeats = newValue != .off
-            single = newValue == .one ? .on : .off
-        }
-    }
     /// Remove each entry once it has played.
     public var consume = false
     /// Play in `order` (a permutation of the ids) instead of queue order.

@@ -25,29 +25,23 @@ enum JSONCommands {
         "seek": seek,
         "loop": loop,
         "cover": { c in
-            let s = c.player.engine.status()
-            guard let t = s.track, s.state != .stopped else { throw PlayerError(.notPlaying, "nothing is playing") }
+            guard let t = c.player.snapshot().playing else { throw PlayerError(.notPlaying, "nothing is playing") }
             guard let art = try AudioDecoder.coverArt(path: t.path) else { return [("cover", .null)] }
             return [("cover", .obj(("mime", .string(art.mime)), ("size", .int(Int64(art.bytes.count))),
                                    ("data", .string(Base64.encode(art.bytes)))))]
         },
         "announce": announce,
-        "outputs": { c in [("outputs", .array(c.player.engine.outputs().map { .object(JSONEncoding.outputMembers($0)) }))] },
+        "outputs": { c in [("outputs", .array(c.player.snapshot().outputs.map { .object(JSONEncoding.outputMembers($0)) }))] },
         "output": { c in
             guard let name = c["name"]?.stringValue, !name.isEmpty else { throw PlayerError(.badRequest, "output needs \"name\" (see `outputs`)") }
             guard let on = c["enabled"]?.boolValue else { throw PlayerError(.badRequest, "output needs \"enabled\": true or false") }
             try c.player.perform(.output(name: name, enabled: on))
-            guard let o = c.player.engine.outputs().first(where: { $0.name == name }) else { return [] }
+            guard let o = c.player.snapshot().outputs.first(where: { $0.name == name }) else { return [] }
             return JSONEncoding.outputMembers(o)
         },
         // The queue.
         "add": { c in try add(c, place: .end) },
         "insert": { c in try add(c, place: .next) },
-        "remove": { c in
-            let i = try entryIndex(c)
-            try c.player.perform(.remove(i..<(i + 1)))
-            return [("length", .int(c.player.queue.count))]
-        },
         "move": { c in
             let from = try entryIndex(c)
             let q = c.player.queue
@@ -65,10 +59,6 @@ enum JSONCommands {
         // MPD's crossfade, mixrampdb and mixrampdelay in one command: any of the three
         // members; none reads them. {"cmd":"crossfade","seconds":5}
         // Stored playlists (``StoredPlaylists``): `name` is one path component.
-        "save": { c in
-            try c.player.perform(.savePlaylist(try playlistName(c)))
-            return [("name", .string(try playlistName(c)))]
-        },
         "load": { c in
             let ids = try c.player.perform(.loadPlaylist(try playlistName(c), range: nil, place: .end)).added
             return [("added", .int(Int64(ids.count))), ("length", .int(c.player.queue.count))]
@@ -81,11 +71,6 @@ enum JSONCommands {
         "playlist": { c in
             let name = try playlistName(c)
             return [("name", .string(name)), ("files", .array(try c.player.storedPlaylistEntries(name).map(JSON.string)))]
-        },
-        "remove_playlist": { c in try c.player.perform(.playlistRemove(try playlistName(c))); return [] },
-        "rename_playlist": { c in
-            guard let to = c["to"]?.stringValue else { throw PlayerError(.badRequest, "rename_playlist needs \"to\": the new name") }
-            try c.player.perform(.playlistRename(try playlistName(c), to: to)); return []
         },
         // The library.
         "update": { c in
@@ -140,14 +125,16 @@ enum JSONCommands {
     ]
 
     /// A spec's reply in JSON members.
-    static func members(_ reply: CommandSpec.Reply, _ p: Player) -> [(String, JSON)] {
+    static func members(_ reply: CommandSpec.Reply, _ p: Player, _ a: Arguments) -> [(String, JSON)] {
         switch reply {
         case .done: return []
         case .current: return JSONEncoding.current(p)
         case .options: return JSONEncoding.options(p.queue)
         case .level: return level(p)
         case .crossfade: return JSONEncoding.crossfade(p.crossfade)
-        case .direction: return [("direction", .string(p.engine.status().direction.rawValue))]
+        case .direction: return [("direction", .string(p.snapshot().status.direction.rawValue))]
+        case .length: return [("length", .int(p.queue.count))]
+        case .name: return [("name", a.text("name").map(JSON.string) ?? .null)]
         }
     }
 
@@ -236,7 +223,7 @@ enum JSONCommands {
             command = .seek(frames: t.direction < 0 ? -f : f, seconds: nil, relative: t.direction != 0)
         }
         let frame = try c.player.perform(command).seekedTo ?? 0
-        let rate = c.player.engine.status().track?.sampleRate ?? 44100
+        let rate = c.player.snapshot().status.track?.sampleRate ?? 44100
         return [("position_frames", .int(frame)), ("position", .number(FrameTime.seconds(frame, rate: rate)))]
     }
 
@@ -248,8 +235,7 @@ enum JSONCommands {
         guard let a = c["start"], let b = c["end"] else {
             throw PlayerError(.badRequest, "loop needs \"start\" and \"end\", or \"clear\": true")
         }
-        let s = c.player.engine.status()
-        guard let track = s.track, s.state != .stopped else { throw PlayerError(.notPlaying, "nothing is playing to loop in") }
+        guard let track = c.player.snapshot().playing else { throw PlayerError(.notPlaying, "nothing is playing to loop in") }
         let ta = try timeArgument(a, field: "start"), tb = try timeArgument(b, field: "end")
         guard ta.direction == 0 && tb.direction == 0 else { throw PlayerError(.badRequest, "loop points cannot be relative") }
         let start = try frames(ta, rate: track.sampleRate), end = try frames(tb, rate: track.sampleRate)
@@ -266,7 +252,7 @@ enum JSONCommands {
             pingPong = v
         }
         try c.player.perform(.loop(LoopRegion(start: start, end: end, count: count, pingPong: pingPong)))
-        return [("loop", JSONEncoding.loop(c.player.loopView(c.player.engine.status())))]
+        return [("loop", JSONEncoding.loop(c.player.loopView(c.player.snapshot().status)))]
     }
 
     static func add(_ c: Context, place: Command.Place) throws -> [(String, JSON)] {

@@ -66,7 +66,7 @@ enum JSONEncoding {
     }
 
     static func options(repeats: Bool, single: PlayQueue.Single, shuffle: Bool, consume: Bool) -> [(String, JSON)] {
-        [("repeat", .string(PlayQueue.Repeat(repeats: repeats, single: single).rawValue)), ("single", .string(single.rawValue)),
+        [("repeat", .string(RepeatWord(repeats: repeats, single: single).rawValue)), ("single", .string(single.rawValue)),
                 ("shuffle", .bool(shuffle)), ("consume", .bool(consume))]
     }
 
@@ -146,7 +146,7 @@ enum JSONEncoding {
 
     /// `status`.
     static func status(_ player: Player, _ server: ServerCounters) -> [(String, JSON)] {
-        let s = player.playerStatus()
+        let s = player.snapshot().status
         let opening = player.openingStream
         var m: [(String, JSON)] = [("state", .string(opening != nil ? "buffering" : s.state.rawValue))]
         // Stopped, by `stop` or at the end of the last track alike, names no file (the
@@ -245,7 +245,7 @@ enum JSONEncoding {
     }
 
     static func position(_ player: Player) -> JSON {
-        let s = player.engine.status()
+        let s = player.snapshot().status
         return .obj(("event", .string("position")), ("state", .string(s.state.rawValue)),
                     ("position", .number(s.positionSeconds)), ("position_frames", .int(s.positionFrames)))
     }

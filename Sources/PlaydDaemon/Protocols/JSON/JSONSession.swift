@@ -70,8 +70,9 @@ final class JSONSession: LineSession {
         do {
             let result: [(String, JSON)]
             if let spec {
-                try spec.run(player, try spec.read(json: req))
-                result = JSONCommands.members(spec.reply, player)
+                let arguments = try spec.read(json: req)
+                try spec.run(player, arguments)
+                result = JSONCommands.members(spec.reply, player, arguments)
             } else {
                 result = try handler!(JSONCommands.Context(player: player, request: req, session: self, counters: counters()))
             }

@@ -17,12 +17,12 @@ extension MPDCommands {
     /// they changed is read with `status`, as MPD clients do.
     static func lines(_ reply: CommandSpec.Reply, _ p: Player) -> [String] {
         switch reply {
-        case .done, .current, .options, .level, .crossfade, .direction: return []
+        case .done, .current, .options, .level, .crossfade, .direction, .length, .name: return []
         }
     }
 
     static func status(_ p: Player) -> [String] {
-        let s = p.playerStatus()
+        let s = p.snapshot().status
         let queue = p.queue
         var lines = [
             "volume: \(p.config.mixer == "none" ? -1 : p.currentLevel().volume)",
@@ -115,7 +115,7 @@ extension MPDCommands {
         let queue = p.queue
         guard let file = index.map({ queue.entries[$0].path }) ?? path else { return [] }
         var lines: [String]
-        let playing = p.engine.status().track
+        let playing = p.snapshot().status.track
         if let t = playing, t.path == file, NetworkInput.isStreamURL(file) {
             // A radio, as MPD shows one: the ICY title whole as Title, the station as Name.
             lines = ["file: \(uri(p, file))"]
