@@ -99,6 +99,17 @@ public final class MPDSession: LineSession {
         }
     }
 
+    /// The session's own commands, rows of the table like every other (MPD's
+    /// AllCommands.cxx has them too), with MPD 0.23's permissions: before the password a
+    /// client may `binarylimit`, `close`, `commands`, `notcommands` and `password`, not
+    /// `idle`. `noidle` and the `command_list_*` lines are not commands (MPD lists
+    /// neither); the session reads them itself.
+    public static let sessionCommands: [String: CommandInfo] = [
+        "binarylimit": CommandInfo(.none, 1...1), "close": CommandInfo(.none, 0...0),
+        "commands": CommandInfo(.none, 0...0), "notcommands": CommandInfo(.none, 0...0),
+        "password": CommandInfo(.none, 1...1), "idle": CommandInfo(.read, 0...Int.max),
+    ]
+
     private let execute: Execute
     /// The commands and their rules; nil: every command goes to `execute`, and a fixed
     /// few are allowed before the password.
@@ -129,7 +140,8 @@ public final class MPDSession: LineSession {
                 table: [String: CommandInfo]? = nil, channels: MessageChannels? = nil, execute: @escaping Execute) {
         self.execute = execute
         self.channels = channels
-        self.table = table
+        // The commands' rows and the session's own: one table.
+        self.table = table.map { $0.merging(Self.sessionCommands) { _, session in session } }
         self.password = password
         self.maxCommandListBytes = maxCommandListBytes
         authorized = password == nil
@@ -295,43 +307,45 @@ public final class MPDSession: LineSession {
 
     private func run(_ words: [String]) -> Result<[UInt8], Failure> {
         let command = words[0]
-        if command == "password" {
-            guard words.count == 2 else { return .failure(Failure(.arg, "wrong number of arguments for \"password\"")) }
-            guard let p = password, words[1] == p else { return .failure(Failure(.password, "incorrect password")) }
-            authorized = true
-            return .success([])
-        }
-        if command == "binarylimit" && authorized {
-            guard words.count == 2 else { return .failure(Failure(.arg, "wrong number of arguments for \"binarylimit\"")) }
-            guard let n = Int(words[1]) else { return .failure(Failure(.arg, "Integer expected: \(words[1])")) }
-            guard n >= Self.binaryLimits.lowerBound else { return .failure(Failure(.arg, "Value too small")) }
-            binaryLimit = min(n, Self.binaryLimits.upperBound)
-            return .success([])
-        }
         if let table {
-            let args = words.count - 1
-            if command == "commands" || command == "notcommands" {
-                guard args == 0 else { return .failure(Failure(.arg, "wrong number of arguments for \"\(command)\"")) }
-                // The session's own commands (close, idle, noidle, password) are always
-                // allowed, and listed as MPD lists them.
-                let allowed = Set(table.filter { authorized || $0.value.permission == .none }.keys)
-                    .union(["close", "commands", "idle", "noidle", "notcommands", "password"])
-                    .union(authorized ? ["binarylimit"] : [])
-                let list = command == "commands" ? allowed : Set(table.keys).subtracting(allowed)
-                return .success(Array(list.sorted().map { "command: \($0)\n" }.joined().utf8))
-            }
+            // Every command is a row: its permission and argument count are checked
+            // here, from the row, before anything runs.
             guard let info = table[command] else { return .failure(Failure(.unknown, "unknown command \"\(command)\"")) }
             if !authorized && info.permission != .none {
                 return .failure(Failure(.permission, "you don't have permission for \"\(command)\""))
             }
+            let args = words.count - 1
             guard info.arguments.contains(args) else {
                 // MPD's three wordings (command_check_request).
                 let r = info.arguments
                 let how = r.lowerBound == r.upperBound ? "wrong number of" : args < r.lowerBound ? "too few" : "too many"
                 return .failure(Failure(.arg, "\(how) arguments for \"\(command)\""))
             }
-        } else if !authorized && !["ping", "commands", "notcommands", "tagtypes", "urlhandlers", "decoders"].contains(command) {
+            if command == "commands" || command == "notcommands" {
+                let allowed = Set(table.filter { authorized || $0.value.permission == .none }.keys)
+                let list = command == "commands" ? allowed : Set(table.keys).subtracting(allowed)
+                return .success(Array(list.sorted().map { "command: \($0)\n" }.joined().utf8))
+            }
+        } else if !authorized && !["password", "ping", "commands", "notcommands", "tagtypes", "urlhandlers", "decoders"].contains(command) {
+            // A bare session (tests, the fuzzer): a fixed few before the password.
             return .failure(Failure(.permission, "you don't have permission for \"\(command)\""))
+        }
+        switch command {
+        case "password":
+            guard words.count == 2 else { return .failure(Failure(.arg, "wrong number of arguments for \"password\"")) }
+            guard let p = password, words[1] == p else { return .failure(Failure(.password, "incorrect password")) }
+            authorized = true
+            return .success([])
+        case "binarylimit":
+            guard words.count == 2 else { return .failure(Failure(.arg, "wrong number of arguments for \"binarylimit\"")) }
+            guard let n = Int(words[1]) else { return .failure(Failure(.arg, "Integer expected: \(words[1])")) }
+            guard n >= Self.binaryLimits.lowerBound else { return .failure(Failure(.arg, "Value too small")) }
+            binaryLimit = min(n, Self.binaryLimits.upperBound)
+            return .success([])
+        case "close":
+            return .success([])  // a `close` with arguments; the bare line closes in `handle`
+        default:
+            break
         }
         if let channels, Self.channelCommands.contains(command) {
             return message(channels, command, Array(words.dropFirst()))

@@ -15,7 +15,8 @@ final class RealMPD {
     let music: String
     private let process = Process()
 
-    init(music: String, name: String = #function) throws {
+    /// `extraConfig`: more lines of mpd.conf (a `password`).
+    init(music: String, extraConfig: String = "", name: String = #function) throws {
         try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/mpd"), "no mpd: scripts/install-deps --test installs it")
         self.music = music
         dir = NSTemporaryDirectory() + "playd-realmpd-\(getpid())-\(name.filter(\.isLetter))"
@@ -34,6 +35,7 @@ final class RealMPD {
           name "local"
           mixer_type "software"
         }
+        \(extraConfig)
         """.write(toFile: dir + "/mpd.conf", atomically: true, encoding: .utf8)
         process.executableURL = URL(fileURLWithPath: "/usr/bin/mpd")
         process.arguments = ["--no-daemon", "--stderr", dir + "/mpd.conf"]
@@ -49,7 +51,8 @@ final class RealMPD {
         }
         if !up { stop() }
         try #require(up, "mpd did not start")
-        let r = try Shell.run(["mpc", "-h", socket, "update", "--wait"])
+        let password = extraConfig.contains("password") ? "pw@" : ""
+        let r = try Shell.run(["mpc", "-h", password + socket, "update", "--wait"])
         try #require(r.status == 0, "mpc update: \(r.stderr)")
     }
 
@@ -65,7 +68,8 @@ final class RealMPD {
 func playdOverMusic(_ music: String, extraConfig: String = "") throws -> DaemonHarness {
     let d = try DaemonHarness(extraConfig: "[library]\nmusic_roots = [\"\(music)\"]\n" + extraConfig, output: "null")
     try d.start()
-    let update = try Shell.run(["mpc", "-h", d.dir + "/mpd.sock", "update", "--wait"])
+    let password = extraConfig.contains("password") ? "pw@" : ""
+    let update = try Shell.run(["mpc", "-h", password + d.dir + "/mpd.sock", "update", "--wait"])
     try #require(update.status == 0, "\(update.stderr)")
     return d
 }
@@ -406,6 +410,27 @@ struct MPDDifferentialTests {
             #expect(try Self.replies(d.dir + "/mpd.sock", s) != (try Self.replies(mpd.socket, s)),
                     "\(s) now answers as MPD does (\(why)): move it to the sessions that must match")
         }
+    }
+
+    /// Before the password, the same commands are allowed and listed as MPD 0.23 lists
+    /// them: the session's own (`binarylimit`, `close`, `commands`, `notcommands`,
+    /// `password`, rows of the table like the rest) and `ping`, `tagtypes`; the rest are
+    /// refused in MPD's words, and after the password all of it works.
+    @Test func beforeThePasswordTheSessionsRowsAreMPDs() throws {
+        let music = NSTemporaryDirectory() + "playd-diff-pw-\(getpid())"
+        try FileManager.default.createDirectory(atPath: music, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: music) }
+        try FileManager.default.copyItem(atPath: Fixtures.named("flac-44100-2.flac").path, toPath: music + "/a.flac")
+        let mpd = try RealMPD(music: music, extraConfig: "password \"pw@read,add,control,admin\"")
+        defer { mpd.stop() }
+        let d = try playdOverMusic(music, extraConfig: "[mpd]\npassword = \"pw\"\n")
+        // (`idle` is left out: the transcript does not read a reply after it.)
+        let session = Session("commands", "binarylimit 9000", "binarylimit", "ping", "tagtypes", "status",
+                              "urlhandlers", "decoders", "notcommands 1", "password", "password x", "password pw",
+                              "binarylimit 10", "password pw")
+        let want = try Self.replies(mpd.socket, session)
+        let got = try Self.replies(d.dir + "/mpd.sock", session)
+        #expect(got == want, "\n  MPD:   \(want.joined(separator: "\n         "))\n  playd: \(got.joined(separator: "\n         "))")
     }
 
     /// `status` and `currentsong` while playing and while paused, line by line against

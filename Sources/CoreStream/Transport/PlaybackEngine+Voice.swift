@@ -112,7 +112,7 @@ struct VoiceControl {
 /// A flag the voice thread sets when it is done, shared with the engine.
 final class FinishedFlag: @unchecked Sendable {
     // @unchecked Sendable: one atomic.
-    private let flag = Atomic<Bool>(false)
+    let flag = Atomic<Bool>(false)
     init() {}
     var isSet: Bool { flag.load(ordering: .acquiring) }
     func set() { flag.store(true, ordering: .releasing) }
@@ -153,13 +153,13 @@ final class VoiceReader {
         self.finished = finished
     }
 
-    private var cancelled: Bool {
+    var cancelled: Bool {
         voice.cancel.load(ordering: .relaxed) == id || voice.quit.load(ordering: .relaxed)
     }
 
     /// The last act: marked finished first, so the next announcement, started when
     /// this event arrives, finds the thread done (it only has to return).
-    private func end(cancelled: Bool, error: StreamError?) {
+    func end(cancelled: Bool, error: StreamError?) {
         finished.set()
         onEvent(.announcementEnded(id: id, label: label, cancelled: cancelled, error: error))
     }

@@ -87,74 +87,6 @@ public final class PlaybackEngine: @unchecked Sendable {
         case announcementEnded(id: UInt64, label: String, cancelled: Bool, error: StreamError?)
     }
 
-    /// One output as `outputs` lists it: the local one first, then the feeds.
-    public struct OutputReport: Sendable {
-        public var name: String
-        /// `alsa`, `null`, `wav` or `fifo`.
-        public var kind: String
-        /// The spec it was made from.
-        public var spec: String
-        public var enabled: Bool
-        /// Local: `open` or `closed`; a feed: its ``FeedState`` name.
-        public var state: String
-        /// What it runs at: the negotiated device format, or the feed's `rate:bits:channels`.
-        public var format: String?
-        /// Feeds: frames written to and dropped at the FIFO (in the feed's format).
-        public var framesWritten: Int?
-        public var framesDropped: Int?
-        public var error: String?
-    }
-
-    /// The name of the local output in ``outputs()``.
-    public static let localOutputName = "local"
-
-    public struct Status: Sendable {
-        public var state: Transport.State
-        public var track: TrackInfo?
-        /// The stream `track` is heard in (a play, a seek, a track that followed): the
-        /// generation ``setNext(path:crossfadeFor:)`` gave a queued track once its frames
-        /// are heard, before the control side has taken in its events.
-        public var generation: UInt64 = 0
-        /// The source frame being heard.
-        public var positionFrames: Int64
-        public var output: NegotiatedFormat?
-        public var underruns: Int
-        public var deviceXruns: Int
-        /// The output's failure (a negative errno from the device), 0 while it works.
-        /// Set by the render thread; cleared when ``recoverOutput()`` reopens it.
-        public var deviceError: Int
-        public var corruptPackets: Int
-        /// From the last `seek` (or `play`) call to its first frame written to the
-        /// device, once that has happened.
-        public var lastStartLatencyNanoseconds: UInt64?
-        /// Of that: from the request to the new stream's first frames decoded (the seek
-        /// and the codec's preroll included), and how long the device took to drop its
-        /// queue and be prepared for them (0 when it held nothing). Present with
-        /// `lastStartLatencyNanoseconds`.
-        public var lastStartDecodeNanoseconds: UInt64?
-        public var lastStartDeviceResetNanoseconds: UInt64?
-        /// The direction set (a ping-pong loop turns round inside it on its own).
-        public var direction: PlayDirection
-        /// The loop region set, if any.
-        public var loop: LoopRegion?
-        /// Wraps heard since the region was set.
-        public var loopPasses: Int64
-        /// Volume, mute and ReplayGain settings.
-        public var level: LevelSettings
-        /// The current track's ReplayGain tags, and the gain applied from them (dB; nil
-        /// when ReplayGain is off).
-        public var replayGain: ReplayGainInfo
-        public var replayGainAppliedDB: Double?
-        /// Wraps left (nil: forever, or no loop).
-        public var loopRemaining: Int64? {
-            guard let l = loop, let c = l.count else { return nil }
-            return max(0, Int64(c) - loopPasses)
-        }
-        public var positionSeconds: Double {
-            track.map { FrameTime.seconds(positionFrames, rate: $0.sampleRate) } ?? 0
-        }
-    }
-
     public let configuration: Configuration
     let logger: Logger
     let onEvent: @Sendable (Event) -> Void
@@ -218,21 +150,21 @@ public final class PlaybackEngine: @unchecked Sendable {
     let control = Locked(Control())
     /// Measured loudness by path (``setLoudnessLookup(_:)``). Written by the control
     /// side; read under `control` (taken after it, never the other way).
-    private let loudnessLookup = Locked<(@Sendable (String) -> LoudnessFigures?)?>(nil)
+    let loudnessLookup = Locked<(@Sendable (String) -> LoudnessFigures?)?>(nil)
     /// Serializes what reopens the output (`play` of another format, `openOutput`,
     /// `recoverOutput`): held while the reader is detached and the render thread
     /// restarted, so `control` need not be. Taken before `control`, never while holding
     /// it; never taken by the reader or render thread.
-    private let reconfigure = Locked(())
+    let reconfigure = Locked(())
     /// Commands to the reader thread (``ReaderLoop``).
-    private let mailbox: ReaderMailbox
+    let mailbox: ReaderMailbox
     /// The announcement's voice thread (PlaybackEngine+Voice.swift). Taken after
     /// `control` when both are held, never before it.
     let voiceControl = Locked(VoiceControl())
 
     /// Set at init; cleared by `shutdown()` under `reconfigure`, and read under it.
-    private var readerThread: PThread?
-    private let shutDown = Atomic<Bool>(false)
+    var readerThread: PThread?
+    let shutDown = Atomic<Bool>(false)
 
     public init(configuration: Configuration = Configuration(), logger: Logger,
                 onEvent: @escaping @Sendable (Event) -> Void = { _ in }) {
@@ -301,7 +233,7 @@ public final class PlaybackEngine: @unchecked Sendable {
 
     /// `requestedAt`: when the request came, before the file was opened: the start
     /// latency in status counts the open too (it did not, before issue 25).
-    private func play(_ decoder: AudioDecoder, from requested: Int64?, paused: Bool, requestedAt: UInt64) throws(StreamError) {
+    func play(_ decoder: AudioDecoder, from requested: Int64?, paused: Bool, requestedAt: UInt64) throws(StreamError) {
         let path = decoder.info.path
         if !decoder.info.isSeekable {
             if let start = requested, start != 0 {
@@ -374,40 +306,6 @@ public final class PlaybackEngine: @unchecked Sendable {
         ProcessTuning.releaseFreeMemory()
         onEvent(.trackStarted(decoder.info))
         onEvent(.stateChanged(paused ? .paused : .playing))
-    }
-
-    /// Opens the output for `format` now (a daemon does this at start, so a broken device
-    /// fails the start). A later track in another format reopens it.
-    public func openOutput(for format: PCMFormat, preferring width: DeviceSampleFormat = .int16) throws(StreamError) {
-        try reconfigure.withLock { (_: inout Void) throws(StreamError) in
-            let reopen = control.withLock { c in
-                c.output == nil || c.requestedFormat != format || c.requestedSampleFormat != width
-            }
-            guard reopen else { return }
-            detachReader()
-            try control.withLock { (c: inout Control) throws(StreamError) in try reopenOutput(&c, for: format, preferring: width) }
-        }
-    }
-
-    /// After the output failed (``Status/deviceError``; an `.error` event with
-    /// `output_failed`): closes it and opens it again in the format it had. Throws while
-    /// the device is still gone. What was playing is not resumed here: the reader has
-    /// let go of it; `play(path:from:paused:)` from the position heard goes on (the
-    /// daemon does that, with backoff between attempts). Control side only.
-    /// Returns false when there was nothing to recover (a `play` reopened it already).
-    @discardableResult
-    public func recoverOutput() throws(StreamError) -> Bool {
-        try reconfigure.withLock { (_: inout Void) throws(StreamError) -> Bool in
-            let last = control.withLock { c in
-                shared.deviceError.load(ordering: .relaxed) != 0 || c.output == nil ? c.lastOpened : nil
-            }
-            guard let last else { return false }
-            detachReader()
-            try control.withLock { (c: inout Control) throws(StreamError) in
-                try reopenOutput(&c, for: last.format, preferring: last.width)
-            }
-            return true
-        }
     }
 
     public func pause() { transport(.pause) }
@@ -492,7 +390,7 @@ public final class PlaybackEngine: @unchecked Sendable {
 
     /// A track's ReplayGain: its tags, or the measurement the lookup has for its path
     /// (``setLoudnessLookup(_:)``), as `level.source` says.
-    private func gainInfo(_ info: TrackInfo, _ level: LevelSettings) -> ReplayGainInfo {
+    func gainInfo(_ info: TrackInfo, _ level: LevelSettings) -> ReplayGainInfo {
         let measured = level.source == .tags ? nil : loudnessLookup.withLock { $0 }?(info.path)
         return ReplayGainInfo(tags: info.tags, measured: measured, settings: level)
     }
@@ -504,7 +402,7 @@ public final class PlaybackEngine: @unchecked Sendable {
         loudnessLookup.withLock { $0 = lookup }
     }
 
-    private func applyLevel(_ c: Control) {
+    func applyLevel(_ c: Control) {
         shared.level.store(Loudness.volumeLevel(c.level).bitPattern, ordering: .relaxed)
         shared.replayGain.store(Float(Loudness.replayGain(c.replayGain, c.level).factor).bitPattern, ordering: .relaxed)
         if let n = c.next {
@@ -596,70 +494,6 @@ public final class PlaybackEngine: @unchecked Sendable {
         done.wait()
     }
 
-    /// A snapshot of what is playing. Thread: any. Never waits for the render thread.
-    public func status() -> Status {
-        control.withLock { c in
-            var position = c.pendingPosition
-            let direction = c.direction
-            var passes: Int64 = 0
-            let heard = shared.readPosition()
-            var current = (generation: c.generation, track: c.track)
-            if let n = c.next, heard.generation == n.generation { current = (n.generation, n.info) }
-            if heard.generation == current.generation, let track = current.track, let out = c.negotiated {
-                position = heard.frame
-                passes = heard.loopEpoch == c.loopEpoch ? heard.pass : 0
-                // While the device plays: playing, and also paused or stopping until it
-                // has played its ramp-out (the render thread says which).
-                if heard.advancing && !heard.pingPong {
-                    // Interpolate between the render thread's reports (one every 4 periods).
-                    let elapsed = Int64(min(monotonicNanoseconds() &- heard.time, UInt64(out.periodFrames) * 6_000_000_000 / UInt64(out.pcm.sampleRate)))
-                    let moved = FrameTime.rescaleFloor(elapsed, Int64(track.sampleRate), 1_000_000_000)
-                    if heard.loopEnd > heard.loopStart {
-                        let span = heard.loopEnd - heard.loopStart
-                        let u = heard.direction == .forward ? position - heard.loopStart + moved
-                                                            : heard.loopEnd - 1 - position + moved
-                        position = heard.direction == .forward ? heard.loopStart + u % span : heard.loopEnd - 1 - u % span
-                    } else {
-                        position += heard.direction == .forward ? moved : -moved
-                    }
-                }
-                let straight = heard.loopEnd <= heard.loopStart
-                if straight, let limit = heard.limit {
-                    position = heard.direction == .forward ? min(position, limit) : max(position, limit)
-                }
-                if straight, let last = c.lastReported, last.generation == heard.generation, last.direction == heard.direction {
-                    position = heard.direction == .forward ? max(position, last.frame) : min(position, last.frame)
-                }
-                c.lastReported = straight ? (heard.generation, position, heard.direction) : nil
-                position = max(0, position)
-                if let d = track.durationFrames, !track.durationIsEstimate { position = min(position, d) }
-            }
-            var latency: UInt64?, decode: UInt64?, reset: UInt64?
-            // Only for a stream the reader started itself (a play or a seek, with its
-            // flush). A track that followed gaplessly was asked for by no request: the
-            // latency counted from the play before it, minutes, and it had no reset.
-            if shared.firstWrittenGeneration.load(ordering: .acquiring) == c.generation,
-               shared.firstDecodedGeneration.load(ordering: .acquiring) == c.generation {
-                latency = shared.firstWrittenTime.load(ordering: .relaxed) &- c.requestedAt
-                decode = shared.firstDecodedTime.load(ordering: .relaxed) &- c.requestedAt
-                reset = shared.lastResetNanoseconds.load(ordering: .relaxed)
-            }
-            var s = Status(state: c.transport.state, track: current.track, positionFrames: position,
-                          output: c.negotiated,
-                          underruns: shared.underruns.load(ordering: .relaxed),
-                          deviceXruns: shared.deviceXruns.load(ordering: .relaxed),
-                          deviceError: shared.deviceError.load(ordering: .relaxed),
-                          corruptPackets: c.corruptPackets,
-                          lastStartLatencyNanoseconds: latency,
-                          lastStartDecodeNanoseconds: decode, lastStartDeviceResetNanoseconds: reset,
-                          direction: direction, loop: c.loop, loopPasses: c.loop == nil ? 0 : passes,
-                          level: c.level, replayGain: c.replayGain,
-                          replayGainAppliedDB: Loudness.replayGain(c.replayGain, c.level).db)
-            s.generation = current.generation
-            return s
-        }
-    }
-
     /// Fades out, stops the threads and closes the output. Idempotent.
     public func shutdown() {
         guard !shutDown.exchange(true, ordering: .relaxed) else { return }
@@ -688,48 +522,9 @@ public final class PlaybackEngine: @unchecked Sendable {
         for feed in configuration.feeds { feed.stop() }
     }
 
-    // MARK: - Outputs
-
-    /// The local output and the feeds, with their state and counters. Thread: any.
-    public func outputs() -> [OutputReport] {
-        let (negotiated, spec) = control.withLock { c in
-            (c.negotiated, c.usingNullFallback ? "null" : configuration.output)
-        }
-        let kind = (try? OutputSpec.parse(Self.resolved(spec)))?.kind.name ?? "?"
-        var list = [OutputReport(name: Self.localOutputName, kind: kind, spec: spec,
-                                 enabled: !shared.localMuted.load(ordering: .relaxed),
-                                 state: negotiated == nil ? "closed" : "open",
-                                 format: negotiated?.description)]
-        for f in configuration.feeds {
-            list.append(OutputReport(name: f.name, kind: "fifo", spec: f.spec, enabled: f.isEnabled,
-                                     state: f.state.name, format: f.format.description,
-                                     framesWritten: f.framesWritten, framesDropped: f.framesDropped,
-                                     error: f.lastError))
-        }
-        return list
-    }
-
-    /// Enables or disables an output by name. A disabled feed gets nothing and closes
-    /// its FIFO; the disabled local output stays open, silent, as the clock that paces
-    /// the feeds (configure `null` as the device to leave the sound card alone).
-    /// Thread: any.
-    public func setOutputEnabled(_ name: String, _ on: Bool) throws(StreamError) {
-        if name == Self.localOutputName {
-            guard shared.localMuted.exchange(!on, ordering: .relaxed) == on else { return }
-        } else if let f = configuration.feeds.first(where: { $0.name == name }) {
-            guard f.isEnabled != on else { return }
-            f.setEnabled(on)
-        } else {
-            let names = ([Self.localOutputName] + configuration.feeds.map(\.name)).joined(separator: ", ")
-            throw StreamError(.invalidArgument, "no output named '\(name)' (outputs: \(names))")
-        }
-        logger.info("output \(on ? "enabled" : "disabled")", metadata: ["output.name": "\(name)"])
-        onEvent(.outputChanged(name: name))
-    }
-
     // MARK: - Control helpers (called with `control` held)
 
-    private func transport(_ event: Transport.Event) {
+    func transport(_ event: Transport.Event) {
         let newStates: [Transport.State] = control.withLock { c in
             let before = c.transport.state
             var states: [Transport.State] = []
@@ -769,7 +564,7 @@ public final class PlaybackEngine: @unchecked Sendable {
         for s in newStates { onEvent(.stateChanged(s)) }
     }
 
-    private func send(_ command: ReaderCommand) {
+    func send(_ command: ReaderCommand) {
         mailbox.send(command)
     }
 
@@ -777,7 +572,7 @@ public final class PlaybackEngine: @unchecked Sendable {
     /// until it has. Called holding `reconfigure` and never `control`: the reader takes
     /// `control` in `report()` before it reads its next command, so waiting for it with
     /// `control` held hung both threads (LockOrderTests). Thread: control side.
-    private func detachReader() {
+    func detachReader() {
         guard readerThread != nil else { return }  // shut down: nothing reads
         let done = Semaphore()
         send(.detach(Handoff(done)))
@@ -787,7 +582,7 @@ public final class PlaybackEngine: @unchecked Sendable {
     /// Stops the render thread, reopens the output for `format`, and starts a new render
     /// thread. The reader has been detached (``detachReader()``) under the same hold of
     /// `reconfigure`, so nothing writes into the ring this resizes.
-    private func reopenOutput(_ c: inout Control, for format: PCMFormat, preferring width: DeviceSampleFormat) throws(StreamError) {
+    func reopenOutput(_ c: inout Control, for format: PCMFormat, preferring width: DeviceSampleFormat) throws(StreamError) {
         // 1. No render thread, no consumer.
         stopRenderThread(&c)
         c.output?.close()
@@ -858,13 +653,13 @@ public final class PlaybackEngine: @unchecked Sendable {
     /// History kept behind the ring's read cursor for outputs that can rewind.
     static let retainFrames = 1 << 15
 
-    private static func runRender<O: AudioOutput>(shared: RenderShared, output: O, format: NegotiatedFormat,
+    static func runRender<O: AudioOutput>(shared: RenderShared, output: O, format: NegotiatedFormat,
                                                   feeds: [FeedOutput]) {
         var loop = RenderLoop(shared: shared, output: output, format: format, feeds: feeds)
         loop.run()
     }
 
-    private func stopRenderThread(_ c: inout Control) {
+    func stopRenderThread(_ c: inout Control) {
         guard let t = c.renderThread else { return }
         shared.quit.store(true, ordering: .relaxed)
         EventFD.signal(shared.renderWake)
@@ -877,75 +672,21 @@ public final class PlaybackEngine: @unchecked Sendable {
         shared.spliceAck.store(shared.spliceRequest.load(ordering: .relaxed), ordering: .relaxed)
     }
 
-    private func makeOutput(_ c: inout Control) throws(StreamError) -> any AudioOutput {
+    func makeOutput(_ c: inout Control) throws(StreamError) -> any AudioOutput {
         try OutputSpec.make(Self.resolved(configuration.output), bufferMillis: configuration.bufferMillis,
                             periodMillis: configuration.periodMillis)
     }
 
     /// `auto` is ALSA's default device (with the null fallback `reopenOutput` adds).
-    private static func resolved(_ spec: String) -> String { spec == "auto" ? "alsa:default" : spec }
+    static func resolved(_ spec: String) -> String { spec == "auto" ? "alsa:default" : spec }
 }
 
 /// A counting semaphore for the control side (never used by the render thread).
 final class Semaphore: @unchecked Sendable {
     // @unchecked Sendable: sem_t is designed for use from several threads.
-    private let sem = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
+    let sem = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
     init() { sem_init(sem, 0, 0) }
     deinit { sem_destroy(sem); sem.deallocate() }
     func signal() { sem_post(sem) }
     func wait() { while sem_wait(sem) != 0 && errno == EINTR {} }
-}
-
-// MARK: - What the reader reports (ReaderLoop calls these holding no lock)
-
-extension PlaybackEngine: ReaderHost {
-    func readerHeardNext(generation: UInt64, info: TrackInfo) -> (ended: String, endedGeneration: UInt64, started: TrackInfo)? {
-        control.withLock { c in
-            guard let old = c.track, c.transport.state != .stopped else { return nil }
-            let oldGeneration = c.generation
-            if let n = c.next, n.generation == generation {
-                c.next = nil
-            } else {
-                // Replaced or cleared too late: heard all the same.
-                guard c.supersededNext.contains(generation) else { return nil }
-            }
-            c.supersededNext.removeAll()
-            c.track = info
-            c.generation = generation
-            c.loop = nil
-            c.corruptPackets = 0
-            c.pendingPosition = 0
-            c.replayGain = gainInfo(info, c.level)
-            applyLevel(c)
-            return (old.path, oldGeneration, info)
-        }
-    }
-
-    func readerPauseSettled(_ serial: UInt64) -> Bool {
-        control.withLock { c in
-            guard serial == c.pauseSerial, !c.pauseAnnounced, c.transport.state == .paused else { return false }
-            c.pauseAnnounced = true
-            return true
-        }
-    }
-
-    func readerLoopRegion() -> LoopRegion? {
-        control.withLock { $0.loop }
-    }
-
-    func readerHeardEnd(generation: UInt64) -> String? {
-        control.withLock { c in
-            guard generation == c.generation, c.transport.state != .stopped else { return nil }
-            _ = c.transport.on(.ended)
-            c.next = nil
-            let p = c.track?.path
-            c.pendingPosition = c.direction == .reverse ? 0 : c.track?.durationFrames ?? c.pendingPosition
-            c.loop = nil
-            return p
-        }
-    }
-
-    func readerCorruptPackets(_ total: Int) {
-        control.withLock { $0.corruptPackets = total }
-    }
 }

@@ -188,7 +188,8 @@ enum MPDCommands {
         Row("toggleoutput", .admin, 1...1) { p, a in try output(p, a[0], { !$0 }) },
         // Reflection.
         Row("tagtypes", .none, 0...Int.max) { _, _ in tagTypes.map { "tagtype: \($0.name)" } },
-        Row("urlhandlers", .none, 0...0) { _, _ in ["handler: http://", "handler: https://"] },
+        // Before the password MPD 0.23 allows only `ping` and `tagtypes` of these.
+        Row("urlhandlers", .read, 0...0) { _, _ in ["handler: http://", "handler: https://"] },
         // Cover art, in chunks (`picture`, run by `execute`: its reply is binary).
         Row("albumart", .read, 2...2) { _, _ in [] },
         Row("readpicture", .read, 2...2) { _, _ in [] },
@@ -199,7 +200,7 @@ enum MPDCommands {
         Row("channels", .read, 0...0) { _, _ in [] },
         Row("readmessages", .read, 0...0) { _, _ in [] },
         Row("sendmessage", .control, 2...2) { _, _ in [] },
-        Row("decoders", .none, 0...0) { _, _ in ["plugin: ffmpeg"] + QueueSources.audioExtensions.sorted().map { "suffix: \($0)" } },
+        Row("decoders", .read, 0...0) { _, _ in ["plugin: ffmpeg"] + QueueSources.audioExtensions.sorted().map { "suffix: \($0)" } },
     ]
 
     static let handlers: [String: Handler] = Dictionary(uniqueKeysWithValues: legacyRows.map { ($0.name, $0.run) })

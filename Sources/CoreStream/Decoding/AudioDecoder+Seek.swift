@@ -1,0 +1,139 @@
+import CFFmpeg
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Exact seeking: the next frame delivered is the one asked for.
+extension AudioDecoder {
+    // MARK: - Seeking
+
+    /// Positions the decoder so that the next frame delivered is source frame `target`
+    /// (clamped to the end of the stream).
+    ///
+    /// FFmpeg seeks land on packet (MP3, AAC), page (Ogg) or frame (FLAC) boundaries
+    /// and codecs need warm-up, so: seek to `target − preroll`, flush the codec, decode,
+    /// place each frame by its timestamp, and drop the samples before `target`. If the
+    /// first frame lands after `target − preroll`, widen the preroll and try again.
+    ///
+    /// Thread: the decoder's owner. Real-time safe: no.
+    public func seek(to target: Int64) throws(StreamError) {
+        guard formatContext != nil, codecContext != nil else { return }
+        if !info.isSeekable && target != 0 {
+            guard target == position else {
+                throw StreamError(.notSeekable, "\(info.path): \(info.isLive ? "a live stream" : "the server does not take Range requests, so this stream") cannot seek")
+            }
+            return
+        }
+        if info.isLive { return }
+        let target = max(0, endLimit.map { min(target, $0) } ?? target)
+        if positionedBySeek && target == position { return }
+        defer { positionedBySeek = true }
+        var preroll = basePreroll
+        var attempts = 0
+        while true {
+            attempts += 1
+            let seekFrame = max(0, target - preroll)
+            let ts = try timestampForIndex(seekFrame)
+            var ret: Int32 = 0
+            if seekFrame == 0 {
+                // From the very start, read the file afresh rather than seek: after an Ogg
+                // seek to the start, Vorbis frames come out in other sizes and with other
+                // timestamps than in the straight decode that defined frame 0.
+                try restartFromBeginning()
+            } else {
+                ret = avformat_seek_file(formatContext, streamIndex, Int64.min, ts, ts, 0)
+                if ret < 0 {
+                    ret = av_seek_frame(formatContext, streamIndex, ts, AVSEEK_FLAG_BACKWARD)
+                }
+            }
+            if ret < 0 {
+                // Some demuxers refuse targets in the last frames (FLAC without a seek
+                // table: its last frame is shorter). Seek earlier and decode forward.
+                if seekFrame > 0 && attempts < 12 {
+                    preroll = min(target, max(preroll * 2, Int64(rate) / 2))
+                    continue
+                }
+                throw FFmpegCall.error(.ioError, file: info.path, call: "avformat_seek_file", ret)
+            }
+            if let c = codecContext { avcodec_flush_buffers(c) }
+            pendingCount = 0
+            pendingOffset = 0
+            nextIndexHint = nil
+            anchored = seekFrame == 0  // a fresh decode's first frame is frame 0
+            demuxerAtEOF = false
+            decoderDrained = false
+            consecutiveErrors = 0
+            if resampling { try configureResampler() }
+            resamplerDrained = false
+
+            guard try decodeNextFrame() else {
+                // Nothing at or after the seek point: we are at the end.
+                position = target
+                return
+            }
+            if pendingIndex > seekFrame && seekFrame > 0 && attempts < 12 {
+                // Landed after where warm-up must begin: widen the preroll and retry.
+                preroll = max(preroll * 2, 4096)
+                if preroll > target { preroll = target }
+                continue
+            }
+            // Decode forward to the frame that holds `target`, then drop what precedes it.
+            while pendingIndex + Int64(pendingCount) <= target {
+                guard try decodeNextFrame() else { position = target; return }
+            }
+            if placesByCount && !anchored && seekFrame > 0 && attempts < 12 {
+                // Reached the target before two frames agreed on where they are.
+                preroll = min(target, max(preroll * 2, 4096))
+                continue
+            }
+            pendingOffset = Int(max(0, target - pendingIndex))
+            position = max(target, pendingIndex)
+            return
+        }
+    }
+
+    /// The frame after the last one, found by decoding: for a track whose length is only
+    /// an estimate (MP3 without a Xing header, ADTS AAC), where reverse playback must
+    /// start. Seeks a little before the estimate and decodes to the end, stepping back
+    /// further while the estimate lies beyond the audio. Leaves the decoder at the end.
+    ///
+    /// Thread: the decoder's owner. Real-time safe: no.
+    public func decodedEnd() throws(StreamError) -> Int64 {
+        if !info.durationIsEstimate, let d = info.durationFrames { return d }
+        if info.isLive { throw StreamError(.notSeekable, "\(info.path): a live stream has no end to play back from") }
+        let scratch = UnsafeMutablePointer<Float>.allocate(capacity: 4096 * outputFormat.channels)
+        defer { scratch.deallocate() }
+        var back = Int64(rate) * 2
+        var from = max(0, (info.durationFrames ?? 0) - back)
+        while true {
+            try seek(to: from)
+            var got: Int64 = 0
+            while true {
+                let n = try read(into: scratch, capacity: 4096)
+                if n == 0 { break }
+                got += Int64(n)
+            }
+            if got > 0 || from == 0 { return position }
+            back *= 2
+            from = max(0, from - back)
+        }
+    }
+
+    /// Opens the file and the codec again, so decoding restarts exactly as the straight
+    /// decode from the first packet.
+    func restartFromBeginning() throws(StreamError) {
+        // The same checks as the first open: the name may lead elsewhere by now.
+        let fmt = try Self.openInput(info.path, interrupt: interrupt, options: streamOptions)
+        var ctx: UnsafeMutablePointer<AVFormatContext>? = fmt
+        let ret = avformat_find_stream_info(fmt, nil)
+        guard ret >= 0, Int(streamIndex) < Int(fmt.pointee.nb_streams) else {
+            MediaInput.close(&ctx)
+            throw FFmpegCall.error(.ioError, file: info.path, call: "avformat_find_stream_info", min(ret, -1))
+        }
+        var old = formatContext
+        MediaInput.close(&old)
+        formatContext = fmt
+        stream = fmt.pointee.streams[Int(streamIndex)]!
+        try reopenCodec()
+    }
+}

@@ -1,0 +1,102 @@
+import Logging
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The outputs: opening the local one (and reopening it after a failure), listing
+/// it and the feeds, turning one on or off.
+extension PlaybackEngine {
+    /// One output as `outputs` lists it: the local one first, then the feeds.
+    public struct OutputReport: Sendable {
+        public var name: String
+        /// `alsa`, `null`, `wav` or `fifo`.
+        public var kind: String
+        /// The spec it was made from.
+        public var spec: String
+        public var enabled: Bool
+        /// Local: `open` or `closed`; a feed: its ``FeedState`` name.
+        public var state: String
+        /// What it runs at: the negotiated device format, or the feed's `rate:bits:channels`.
+        public var format: String?
+        /// Feeds: frames written to and dropped at the FIFO (in the feed's format).
+        public var framesWritten: Int?
+        public var framesDropped: Int?
+        public var error: String?
+    }
+
+    /// The name of the local output in ``outputs()``.
+    public static let localOutputName = "local"
+
+
+    /// Opens the output for `format` now (a daemon does this at start, so a broken device
+    /// fails the start). A later track in another format reopens it.
+    public func openOutput(for format: PCMFormat, preferring width: DeviceSampleFormat = .int16) throws(StreamError) {
+        try reconfigure.withLock { (_: inout Void) throws(StreamError) in
+            let reopen = control.withLock { c in
+                c.output == nil || c.requestedFormat != format || c.requestedSampleFormat != width
+            }
+            guard reopen else { return }
+            detachReader()
+            try control.withLock { (c: inout Control) throws(StreamError) in try reopenOutput(&c, for: format, preferring: width) }
+        }
+    }
+
+    /// After the output failed (``Status/deviceError``; an `.error` event with
+    /// `output_failed`): closes it and opens it again in the format it had. Throws while
+    /// the device is still gone. What was playing is not resumed here: the reader has
+    /// let go of it; `play(path:from:paused:)` from the position heard goes on (the
+    /// daemon does that, with backoff between attempts). Control side only.
+    /// Returns false when there was nothing to recover (a `play` reopened it already).
+    @discardableResult
+    public func recoverOutput() throws(StreamError) -> Bool {
+        try reconfigure.withLock { (_: inout Void) throws(StreamError) -> Bool in
+            let last = control.withLock { c in
+                shared.deviceError.load(ordering: .relaxed) != 0 || c.output == nil ? c.lastOpened : nil
+            }
+            guard let last else { return false }
+            detachReader()
+            try control.withLock { (c: inout Control) throws(StreamError) in
+                try reopenOutput(&c, for: last.format, preferring: last.width)
+            }
+            return true
+        }
+    }
+
+    /// The local output and the feeds, with their state and counters. Thread: any.
+    public func outputs() -> [OutputReport] {
+        let (negotiated, spec) = control.withLock { c in
+            (c.negotiated, c.usingNullFallback ? "null" : configuration.output)
+        }
+        let kind = (try? OutputSpec.parse(Self.resolved(spec)))?.kind.name ?? "?"
+        var list = [OutputReport(name: Self.localOutputName, kind: kind, spec: spec,
+                                 enabled: !shared.localMuted.load(ordering: .relaxed),
+                                 state: negotiated == nil ? "closed" : "open",
+                                 format: negotiated?.description)]
+        for f in configuration.feeds {
+            list.append(OutputReport(name: f.name, kind: "fifo", spec: f.spec, enabled: f.isEnabled,
+                                     state: f.state.name, format: f.format.description,
+                                     framesWritten: f.framesWritten, framesDropped: f.framesDropped,
+                                     error: f.lastError))
+        }
+        return list
+    }
+
+    /// Enables or disables an output by name. A disabled feed gets nothing and closes
+    /// its FIFO; the disabled local output stays open, silent, as the clock that paces
+    /// the feeds (configure `null` as the device to leave the sound card alone).
+    /// Thread: any.
+    public func setOutputEnabled(_ name: String, _ on: Bool) throws(StreamError) {
+        if name == Self.localOutputName {
+            guard shared.localMuted.exchange(!on, ordering: .relaxed) == on else { return }
+        } else if let f = configuration.feeds.first(where: { $0.name == name }) {
+            guard f.isEnabled != on else { return }
+            f.setEnabled(on)
+        } else {
+            let names = ([Self.localOutputName] + configuration.feeds.map(\.name)).joined(separator: ", ")
+            throw StreamError(.invalidArgument, "no output named '\(name)' (outputs: \(names))")
+        }
+        logger.info("output \(on ? "enabled" : "disabled")", metadata: ["output.name": "\(name)"])
+        onEvent(.outputChanged(name: name))
+    }
+}
