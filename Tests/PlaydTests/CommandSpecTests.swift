@@ -158,4 +158,34 @@ struct CommandSpecTests {
         #expect(served.subtracting(documented).isEmpty, "served, not in docs/protocol.md: \(served.subtracting(documented).sorted())")
         #expect(documented.subtracting(served).isEmpty, "in docs/protocol.md, not served: \(documented.subtracting(served).sorted())")
     }
+
+    /// A malformed request gets a typed error and the session goes on (moved here from
+    /// the spawned daemon's DaemonTests: it is the session's, not the socket's).
+    @Test(arguments: [
+        ("not json", "bad_json"),
+        ("[1,2]", "bad_json"),
+        (#"{"id":1}"#, "bad_request"),
+        (#"{"id":2,"cmd":5}"#, "bad_request"),
+        (#"{"id":3,"cmd":"dance"}"#, "unknown_command"),
+        (#"{"id":4,"cmd":"play"}"#, "bad_request"),
+        (#"{"id":5,"cmd":"play","path":42}"#, "bad_request"),
+        (#"{"id":6,"cmd":"seek","to":{"seconds":1}}"#, "not_playing"),
+        (#"{"id":7,"cmd":"play","path":"/etc"}"#, "is_directory"),
+        (#"{"id":8,"cmd":"subscribe","ticks":1}"#, "bad_request"),
+        (#"{"id":9,"cmd":"remove","entry":5}"#, "invalid_argument"),
+        (#"{"id":10,"cmd":"remove","index":-1}"#, "invalid_argument"),
+        (#"{"id":11,"cmd":"remove"}"#, "bad_request"),
+        (#"{"id":12,"cmd":"save","name":"../x"}"#, "invalid_argument"),
+    ])
+    func malformedJSONRequestsGetTypedErrors(_ line: String, _ code: String) throws {
+        let (s, dir) = try Self.server()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let c = s.connect(.json)
+        let reply = try JSON.parse(c.send(line).trimmingCharacters(in: .newlines))
+        #expect(reply["ok"] == .bool(false))
+        #expect(reply["error"]?["code"] == .string(code), "\(line): \(reply.text)")
+        #expect(reply["error"]?["message"]?.stringValue?.isEmpty == false)
+        let pong = try JSON.parse(c.send(#"{"id":"abc","cmd":"ping"}"#).trimmingCharacters(in: .newlines))
+        #expect(pong["id"] == .string("abc") && pong["ok"] == .bool(true), "still usable, ids echoed")
+    }
 }

@@ -64,16 +64,23 @@ public final class InProcessServer {
     /// One turn of the server's loop: the posted work, then the player's flush (the
     /// notifications of the turn).
     public func turn() {
-        for work in posted.work.withLock({ l -> [@Sendable () -> Void] in defer { l.removeAll() }; return l }) { work() }
+        runPosted()
         player.flush()
     }
 
+    /// The posted work, without the flush: as ControlServer's loop runs it, before the
+    /// parked sessions it resumes in the same turn (a file opened off the control
+    /// thread is the Player's until the flush at the end of that turn).
+    func runPosted() {
+        for work in posted.work.withLock({ l -> [@Sendable () -> Void] in defer { l.removeAll() }; return l }) { work() }
+    }
+
     /// Waits (at most `seconds`, a hang guard) for work another thread posts, and runs
-    /// a turn. False if nothing came.
+    /// it. False if nothing came.
     @discardableResult
     public func awaitPosted(seconds: Int = 60) -> Bool {
         guard posted.arrived.wait(timeout: .now() + .seconds(seconds)) == .success else { return false }
-        turn()
+        runPosted()
         return true
     }
 
