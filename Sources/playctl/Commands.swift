@@ -74,12 +74,12 @@ struct Play: ParsableCommand {
         let deadline = monotonicNanoseconds() + 60_000_000_000
         while monotonicNanoseconds() < deadline {
             guard let line = client.readLine(timeoutMillis: 1000) else { continue }
-            guard let e = try? JSON.parse(line), let event = e["event"]?.stringValue else { continue }
-            if event == "track", e["file"]?.stringValue == url {
+            guard let e = try? JSON.parse(line), let event = e["event"]?.stringValue.flatMap(EventName.init(rawValue:)) else { continue }
+            if event == .track, e["file"]?.stringValue == url {
                 if connection.json { print(line) } else { print("playing \(JSON.string(url).shown ?? url)") }
                 return
             }
-            if event == "error" {
+            if event == .error {
                 if connection.json { print(line) }
                 fail("\(e["code"]?.shown ?? "error"): \(e["message"]?.shown ?? line)", code: 1)
             }
@@ -513,22 +513,22 @@ struct Watch: ParsableCommand {
     }
 
     func describe(_ e: JSON) -> String {
-        switch e["event"]?.shown ?? "" {
-        case "state": return "state: \(e["state"]?.shown ?? "?")"
-        case "track": return "track: \(e["file"]?.shown ?? "?")"
-        case "track_end": return "ended: \(e["file"]?.shown ?? "?")"
-        case "position": return "position: \(formatClock(e["position"]?.numberValue ?? 0))"
-        case "underrun": return "underruns: \(Int(e["underruns"]?.numberValue ?? 0))"
-        case "loop_wrapped": return "loop pass \(Int(e["passes"]?.numberValue ?? 0))"
-        case "direction": return "direction: \(e["direction"]?.shown ?? "?")"
-        case "skipped": return "skipped \(e["file"]?.shown ?? "?"): \(e["code"]?.shown ?? "?"): \(e["message"]?.shown ?? "")"
-        case "queue": return "queue: \(Int(e["length"]?.numberValue ?? 0)) entries"
-        case "volume": return "volume: \(Int(e["volume"]?.numberValue ?? 0))" + (e["muted"]?.boolValue == true ? " (muted)" : "")
-        case "error": return "error: \(e["code"]?.shown ?? "?"): \(e["message"]?.shown ?? "")"
-        case "buffering": return "buffering: \(e["file"]?.shown ?? "?")"
-        case "metadata": return "title: \(e["stream_title"]?.shown ?? "")"
-        case "reconnecting": return "reconnecting (attempt \(Int(e["attempt"]?.numberValue ?? 0))): \(e["cause"]?.shown ?? "")"
-        case "reconnected": return "reconnected: \(e["file"]?.shown ?? "?")"
+        switch e["event"]?.stringValue.flatMap(EventName.init(rawValue:)) {
+        case .state: return "state: \(e["state"]?.shown ?? "?")"
+        case .track: return "track: \(e["file"]?.shown ?? "?")"
+        case .trackEnd: return "ended: \(e["file"]?.shown ?? "?")"
+        case .position: return "position: \(formatClock(e["position"]?.numberValue ?? 0))"
+        case .underrun: return "underruns: \(Int(e["underruns"]?.numberValue ?? 0))"
+        case .loopWrapped: return "loop pass \(Int(e["passes"]?.numberValue ?? 0))"
+        case .direction: return "direction: \(e["direction"]?.shown ?? "?")"
+        case .skipped: return "skipped \(e["file"]?.shown ?? "?"): \(e["code"]?.shown ?? "?"): \(e["message"]?.shown ?? "")"
+        case .queue: return "queue: \(Int(e["length"]?.numberValue ?? 0)) entries"
+        case .volume: return "volume: \(Int(e["volume"]?.numberValue ?? 0))" + (e["muted"]?.boolValue == true ? " (muted)" : "")
+        case .error: return "error: \(e["code"]?.shown ?? "?"): \(e["message"]?.shown ?? "")"
+        case .buffering: return "buffering: \(e["file"]?.shown ?? "?")"
+        case .metadata: return "title: \(e["stream_title"]?.shown ?? "")"
+        case .reconnecting: return "reconnecting (attempt \(Int(e["attempt"]?.numberValue ?? 0))): \(e["cause"]?.shown ?? "")"
+        case .reconnected: return "reconnected: \(e["file"]?.shown ?? "?")"
         default: return e.text
         }
     }

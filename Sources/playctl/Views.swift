@@ -45,19 +45,19 @@ enum OutputView {
 enum StatusView {
     static func render(_ s: JSON) -> String {
         var lines: [String] = []
-        let state = s["state"]?.shown ?? "?"
-        guard let file = s["file"]?.shown else { return "stopped" }
-        let title = s["title"]?.shown ?? String(file.split(separator: "/").last ?? Substring(file))
-        lines.append([s["artist"]?.shown, title].compactMap { $0 }.joined(separator: " — "))
-        let pos = s["position"]?.numberValue ?? 0
-        let dur = s["duration"]?.numberValue
+        let state = s[.state]?.shown ?? "?"
+        guard let file = s[.file]?.shown else { return "stopped" }
+        let title = s[.title]?.shown ?? String(file.split(separator: "/").last ?? Substring(file))
+        lines.append([s[.artist]?.shown, title].compactMap { $0 }.joined(separator: " — "))
+        let pos = s[.position]?.numberValue ?? 0
+        let dur = s[.duration]?.numberValue
         var bar = ""
         if let d = dur, d > 0 {
             let width = 30
             let filled = min(width, Int(Double(width) * pos / d))
             bar = " [" + String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled) + "]"
         }
-        let stream = s["stream"].flatMap { $0.isNull ? nil : $0 }
+        let stream = s[.stream].flatMap { $0.isNull ? nil : $0 }
         let live = stream?["live"]?.boolValue == true
         lines.append("[\(state)] \(formatClock(pos)) / \(live ? "live" : dur.map(formatClock) ?? "?:??")\(bar)")
         if let st = stream {
@@ -65,15 +65,15 @@ enum StatusView {
             if let n = st["reconnecting"]?.numberValue { line += " (reconnecting, attempt \(Int(n)))" }
             lines.append(line)
         }
-        if let l = s["loop"], !l.isNull, let a = l["start"]?.numberValue, let b = l["end"]?.numberValue {
+        if let l = s[.loop], !l.isNull, let a = l["start"]?.numberValue, let b = l["end"]?.numberValue {
             var line = "loop: \(formatPrecise(a)) – \(formatPrecise(b))"
             if l["ping_pong"]?.boolValue == true { line += " ping-pong" }
             line += ", \(Int(l["passes"]?.numberValue ?? 0)) passes"
             if let left = l["remaining"]?.numberValue { line += ", \(Int(left)) left" }
             lines.append(line)
         }
-        if s["direction"]?.shown == "reverse" { lines.append("direction: reverse") }
-        if let q = s["queue"], let n = q["length"]?.numberValue, n > 0 {
+        if s[.direction]?.shown == "reverse" { lines.append("direction: reverse") }
+        if let q = s[.queue], let n = q["length"]?.numberValue, n > 0 {
             let pos = q["current"]?.numberValue.map { "\(Int($0) + 1)/" } ?? ""
             var opts: [String] = []
             if let r = q["repeat"]?.shown, r != "off" { opts.append(r == "one" ? "repeat one" : "repeat") }
@@ -81,17 +81,17 @@ enum StatusView {
             if q["consume"]?.boolValue == true { opts.append("consume") }
             lines.append("queue: \(pos)\(Int(n))" + (opts.isEmpty ? "" : " (" + opts.joined(separator: ", ") + ")"))
         }
-        if let a = s["album"]?.shown {
-            lines.append("album: \(a)" + (s["date"]?.shown.map { " (\($0))" } ?? ""))
+        if let a = s[.album]?.shown {
+            lines.append("album: \(a)" + (s[.date]?.shown.map { " (\($0))" } ?? ""))
         }
-        if let v = s["volume"]?.numberValue {
-            var line = "volume: \(Int(v))" + (s["muted"]?.boolValue == true ? " (muted)" : "")
-            if let rg = s["replay_gain"], let db = rg["applied_db"]?.numberValue {
+        if let v = s[.volume]?.numberValue {
+            var line = "volume: \(Int(v))" + (s[.muted]?.boolValue == true ? " (muted)" : "")
+            if let rg = s[.replayGain], let db = rg["applied_db"]?.numberValue {
                 line += ", ReplayGain \(rg["mode"]?.shown ?? "") \(db >= 0 ? "+" : "")\((db * 100).rounded() / 100) dB"
             }
             lines.append(line)
         }
-        if let o = s["output"], !o.isNull {
+        if let o = s[.output], !o.isNull {
             lines.append("output: \(o["device"]?.shown ?? "?") \(o["format"]?.shown ?? "") \(o["sample_rate"]?.numberValue.map { Int($0) } ?? 0) Hz")
         }
         return lines.joined(separator: "\n")

@@ -188,4 +188,24 @@ struct CommandSpecTests {
         let pong = try JSON.parse(c.send(#"{"id":"abc","cmd":"ping"}"#).trimmingCharacters(in: .newlines))
         #expect(pong["id"] == .string("abc") && pong["ok"] == .bool(true), "still usable, ids echoed")
     }
+
+    /// Every status member `playctl status` reads (StatusKey) is in the daemon's reply
+    /// while a tagged file plays. (Events need no such test: the encoder and `playctl
+    /// watch` both spell them as EventName, so the compiler holds them together.)
+    @Test func playctlsStatusKeysAreTheEncoders() throws {
+        let (s, dir) = try Self.server()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let file = dir + "/tagged.flac"
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=d=30", "-metadata", "title=T", "-metadata", "artist=A",
+                          "-metadata", "album=B", "-metadata", "date=2001", "-c:a", "flac", file])
+        let c = s.connect(.json)
+        let played = try JSON.parse(c.send(#"{"cmd":"play","path":"\#(file)"}"#).trimmingCharacters(in: .newlines))
+        #expect(played["ok"] == .bool(true), "\(played.text)")
+        let status = try JSON.parse(c.send(#"{"cmd":"status"}"#).trimmingCharacters(in: .newlines))
+        // `stream` is a radio's only: StreamTests reads it from a radio's status.
+        for key in StatusKey.allCases where key != .stream {
+            #expect(status[key] != nil, "status has no \(key.rawValue): \(status.text)")
+        }
+        s.player.shutdown()
+    }
 }

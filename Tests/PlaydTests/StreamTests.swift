@@ -78,7 +78,7 @@ struct StreamTests {
         #expect(h.waitFor(seconds: 15) { h.request("status")?["title"]?.stringValue == "One More Time" })
         let s = try #require(h.request("status"))
         #expect(s["file"]?.stringValue == ice.url("live.mp3") && s["artist"]?.stringValue == "Daft Punk", "\(s.text)")
-        #expect(s["stream"]?["live"] == .bool(true) && s["stream"]?["station"]?.stringValue == "Test FM", "\(s.text)")
+        #expect(s[.stream]?["live"] == .bool(true) && s[.stream]?["station"]?.stringValue == "Test FM", "\(s.text)")
         #expect(s["duration"]?.isNull == true)
 
         // mpc's default format shows "Name: Title" for a stream (MPD's Name and Title).

@@ -7,56 +7,56 @@ enum JSONEncoding {
     /// A player event as an event line, or nil for events the JSON protocol does not
     /// send (none today).
     static func event(_ e: PlayerEvent, _ player: Player) -> JSON? {
-        func ev(_ name: String, _ members: [(String, JSON)]) -> JSON { .object([("event", .string(name))] + members) }
+        func ev(_ name: EventName, _ members: [(String, JSON)]) -> JSON { .object([("event", .string(name.rawValue))] + members) }
         switch e {
-        case .track(let t): return ev("track", [("file", .string(t.path))] + metadata(t))
-        case .trackEnd(let p): return ev("track_end", [("file", .string(p))])
+        case .track(let t): return ev(.track, [("file", .string(t.path))] + metadata(t))
+        case .trackEnd(let p): return ev(.trackEnd, [("file", .string(p))])
         case .state(let s, let at):
-            return ev("state", [("state", .string(s.rawValue))]
+            return ev(.state, [("state", .string(s.rawValue))]
                       + (at.map { [("position", .number($0.seconds)), ("position_frames", .int($0.frame))] } ?? []))
-        case .seeked(let f, let s): return ev("seeked", [("position", .number(s)), ("position_frames", .int(f))])
-        case .underruns(let n): return ev("underrun", [("underruns", .int(n))])
-        case .corruptPackets(let p, let n): return ev("corrupt_packets", [("file", .string(p)), ("count", .int(n))])
-        case .error(let code, let message): return ev("error", [("code", .string(code)), ("message", .string(message))])
+        case .seeked(let f, let s): return ev(.seeked, [("position", .number(s)), ("position_frames", .int(f))])
+        case .underruns(let n): return ev(.underrun, [("underruns", .int(n))])
+        case .corruptPackets(let p, let n): return ev(.corruptPackets, [("file", .string(p)), ("count", .int(n))])
+        case .error(let code, let message): return ev(.error, [("code", .string(code)), ("message", .string(message))])
         case .loopWrapped(let pass, let remaining):
-            return ev("loop_wrapped", [("passes", .int(pass)), ("remaining", remaining.map(JSON.int) ?? .null)])
-        case .loop(let l): return ev("loop", [("loop", loop(l))])
-        case .direction(let d): return ev("direction", [("direction", .string(d.rawValue))])
-        case .volume(let v, let muted): return ev("volume", [("volume", .int(v)), ("muted", .bool(muted))])
+            return ev(.loopWrapped, [("passes", .int(pass)), ("remaining", remaining.map(JSON.int) ?? .null)])
+        case .loop(let l): return ev(.loop, [("loop", loop(l))])
+        case .direction(let d): return ev(.direction, [("direction", .string(d.rawValue))])
+        case .volume(let v, let muted): return ev(.volume, [("volume", .int(v)), ("muted", .bool(muted))])
         case .queue(let length, let current, _):
-            return ev("queue", [("length", .int(length)), ("current", current.map { JSON.int($0) } ?? .null)])
+            return ev(.queue, [("length", .int(length)), ("current", current.map { JSON.int($0) } ?? .null)])
         case .options(let repeats, let single, let shuffle, let consume):
-            return ev("options", options(repeats: repeats, single: single, shuffle: shuffle, consume: consume))
-        case .crossfade(let c): return ev("crossfade", crossfade(c))
-        case .output(let o): return ev("output", outputMembers(o))
+            return ev(.options, options(repeats: repeats, single: single, shuffle: shuffle, consume: consume))
+        case .crossfade(let c): return ev(.crossfade, crossfade(c))
+        case .output(let o): return ev(.output, outputMembers(o))
         case .skipped(let id, let path, let code, let message):
-            return ev("skipped", [("entry", .int(id)), ("file", .string(path)), ("code", .string(code)), ("message", .string(message))])
+            return ev(.skipped, [("entry", .int(id)), ("file", .string(path)), ("code", .string(code)), ("message", .string(message))])
         case .outputLost(let code, let message, let retry):
-            return ev("output_lost", [("code", .string(code)), ("message", .string(message)), ("retry_in_ms", .int(retry))])
+            return ev(.outputLost, [("code", .string(code)), ("message", .string(message)), ("retry_in_ms", .int(retry))])
         case .outputRestored(let ms, let attempts):
-            return ev("output_restored", [("after_ms", .int(ms)), ("attempts", .int(attempts))])
-        case .updateStarted(let job): return ev("update", [("state", .string("started")), ("job", .int(job))])
+            return ev(.outputRestored, [("after_ms", .int(ms)), ("attempts", .int(attempts))])
+        case .updateStarted(let job): return ev(.update, [("state", .string("started")), ("job", .int(job))])
         case .updateRunning(let job, let scanned, let rate):
-            return ev("update", [("state", .string("running")), ("job", .int(job)), ("scanned", .int(scanned)),
+            return ev(.update, [("state", .string("running")), ("job", .int(job)), ("scanned", .int(scanned)),
                                  ("rate", .number((rate * 10).rounded() / 10))])
-        case .buffering(let url): return ev("buffering", [("file", .string(url))])
-        case .storedPlaylist(let name): return ev("stored_playlist", [("name", .string(name))])
+        case .buffering(let url): return ev(.buffering, [("file", .string(url))])
+        case .storedPlaylist(let name): return ev(.storedPlaylist, [("name", .string(name))])
         case .announcementStarted(let source, let frame):
-            return ev("announcement_started", [("source", .string(source)), ("music_frame", frame.map(JSON.int) ?? .null)])
+            return ev(.announcementStarted, [("source", .string(source)), ("music_frame", frame.map(JSON.int) ?? .null)])
         case .announcementEnded(let source, let cancelled, let error):
             var m: [(String, JSON)] = [("source", .string(source)), ("cancelled", .bool(cancelled))]
             if let error { m += [("error", .obj(("code", .string(error.jsonCode)), ("message", .string(error.message))))] }
-            return ev("announcement_ended", m)
+            return ev(.announcementEnded, m)
         case .streamTitle(let path, let title):
             let parts = title.map(NetworkInput.splitTitle)
-            return ev("metadata", [("file", .string(path)), ("stream_title", title.map(JSON.string) ?? .null),
+            return ev(.metadata, [("file", .string(path)), ("stream_title", title.map(JSON.string) ?? .null),
                                    ("title", parts.map { JSON.string($0.title) } ?? .null),
                                    ("artist", parts?.artist.map(JSON.string) ?? .null)])
         case .streamReconnecting(let path, let attempt, let cause):
-            return ev("reconnecting", [("file", .string(path)), ("attempt", .int(Int64(attempt))), ("cause", .string(cause))])
-        case .streamReconnected(let path): return ev("reconnected", [("file", .string(path))])
+            return ev(.reconnecting, [("file", .string(path)), ("attempt", .int(Int64(attempt))), ("cause", .string(cause))])
+        case .streamReconnected(let path): return ev(.reconnected, [("file", .string(path))])
         case .updateFinished(let r, let songs):
-            return ev("update", [("state", .string("finished")), ("job", .int(r.job)),
+            return ev(.update, [("state", .string("finished")), ("job", .int(r.job)),
                                  ("scanned", .int(r.scanned)), ("added", .int(r.added)), ("updated", .int(r.updated)),
                                  ("removed", .int(r.removed)), ("tag_errors", .int(r.tagErrors)),
                                  ("skipped_links", .int(r.skippedLinks)),
@@ -246,7 +246,7 @@ enum JSONEncoding {
 
     static func position(_ player: Player) -> JSON {
         let s = player.snapshot().status
-        return .obj(("event", .string("position")), ("state", .string(s.state.rawValue)),
+        return .obj(("event", .string(EventName.position.rawValue)), ("state", .string(s.state.rawValue)),
                     ("position", .number(s.positionSeconds)), ("position_frames", .int(s.positionFrames)))
     }
 }
