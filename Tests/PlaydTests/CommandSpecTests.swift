@@ -95,6 +95,14 @@ struct CommandSpecTests {
         ("single 2", "ACK [2@0] {single} Unrecognized single mode, expected 0, 1, or oneshot"),
         ("replay_gain_mode loud", "ACK [2@0] {replay_gain_mode} Unrecognized replay gain mode"),
         ("pause 2", "ACK [2@0] {pause} Boolean (0/1) expected: 2"),
+        ("enableoutput 9", "ACK [50@0] {enableoutput} No such audio output"),
+        ("toggleoutput x", "ACK [2@0] {toggleoutput} Integer expected: x"),
+        ("delete 0:x", "ACK [2@0] {delete} Integer or range expected: 0:x"),
+        ("delete 3:1", "ACK [2@0] {delete} Bad song index"),
+        ("delete 0", "ACK [2@0] {delete} Bad song index"),
+        ("move 1:-2 0", "ACK [2@0] {move} Number is negative: 1:-2"),
+        ("play 0", "ACK [2@0] {play} Bad song index"),
+        ("playid 7", "ACK [50@0] {playid} No such song"),
     ])
     func mpdArgumentsAreReadInMPDsWords(_ line: String, _ ack: String) throws {
         let (s, dir) = try Self.server()
@@ -118,6 +126,8 @@ struct CommandSpecTests {
         (#"{"cmd":"repeat","mode":true}"#, "bad_request"),
         (#"{"cmd":"direction","direction":"sideways"}"#, "bad_request"),
         (#"{"cmd":"mute","muted":"yes"}"#, "bad_request"),
+        (#"{"cmd":"output","name":"nope","enabled":true}"#, "invalid_argument"),
+        (#"{"cmd":"output","enabled":true}"#, "bad_request"),
     ])
     func jsonArgumentsGetTheSameCodeForTheSameFault(_ line: String, _ code: String) throws {
         let (s, dir) = try Self.server()

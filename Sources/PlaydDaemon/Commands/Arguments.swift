@@ -36,6 +36,10 @@ public struct ArgumentSpec: Sendable {
         /// MPD's "Bad playlist name"): any word here, any string on JSON. Its length is
         /// bounded by the line it came in (limits.max_line_bytes).
         case name
+        /// MPD's queue range: "N", "START:" (to the end) or "START:END" (END
+        /// exclusive). Its syntax and MPD's 32-bit limits are checked here; whether the
+        /// queue has it is the Player's check ("Bad song index").
+        case range
     }
 
     public struct Choice: Sendable {
@@ -70,6 +74,7 @@ public struct ArgumentSpec: Sendable {
         case .id: return "an entry id (a whole number ≥ 0)"
         case .seconds(let relative): return relative ? "a number of seconds" : "a number of seconds ≥ 0"
         case .name: return "a string"
+        case .range: return "a range \"START:END\""
         }
     }
 
@@ -86,6 +91,8 @@ public enum ArgumentValue: Sendable, Equatable {
     /// Seconds; `relative`: from the position heard.
     case time(Double, relative: Bool)
     case text(String)
+    /// START, and END (nil: open) when the word was a range.
+    case range(Int, Int?, isRange: Bool)
 }
 
 /// The arguments of one request, by name, each read through its spec.
@@ -102,6 +109,14 @@ public struct Arguments: Sendable {
         if case .time(let s, let r)? = values[name] { return (s, r) }; return nil
     }
     public func text(_ name: String) -> String? { if case .text(let v)? = values[name] { return v }; return nil }
+    /// A range argument as queue indices: a single N is N..<N+1, an open END the end of
+    /// a queue of `count`. One that ends before it starts names nothing in the queue.
+    public func queueRange(_ name: String, count: Int) throws(PlayerError) -> Range<Int>? {
+        guard case .range(let lo, let hi, let isRange)? = values[name] else { return nil }
+        let end = isRange ? hi ?? count : lo + 1  // lo ≤ Int32.max: no overflow
+        guard end >= lo else { throw PlayerError(.badIndex, "\(lo):\(end) ends before it starts") }
+        return lo..<end
+    }
 }
 
 extension ArgumentSpec {
@@ -138,6 +153,17 @@ extension ArgumentSpec {
             return .time(v, relative: signed && relative)
         case .name:
             return .text(word)
+        case .range:
+            let parts = word.split(separator: ":", omittingEmptySubsequences: false)
+            guard parts.count <= 2, let lo = Int(parts[0]), parts.count == 1 || parts[1].isEmpty || Int(parts[1]) != nil else {
+                throw PlayerError(.badRequest, "Integer or range expected: \(word)")
+            }
+            let hi = parts.count == 2 && !parts[1].isEmpty ? Int(parts[1]) : nil
+            guard lo >= 0, (hi ?? 0) >= 0 else { throw PlayerError(.badRequest, "Number is negative: \(word)") }
+            // MPD's positions are 32-bit: above that it says "Number too large" (and
+            // `lo + 1` stays far from overflowing: `shuffle 9223372036854775807` trapped).
+            guard lo <= Int(Int32.max), (hi ?? 0) <= Int(Int32.max) else { throw PlayerError(.invalidArgument, "Number too large: \(word)") }
+            return .range(lo, hi, isRange: parts.count == 2)
         }
     }
 
@@ -175,6 +201,9 @@ extension ArgumentSpec {
         case .name:
             guard let s = v.stringValue else { throw PlayerError(.badRequest, must) }
             return .text(s)
+        case .range:
+            // No JSON command takes one (JSON names entries one at a time).
+            throw PlayerError(.badRequest, must)
         }
     }
 }

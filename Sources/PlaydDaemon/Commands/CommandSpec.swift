@@ -40,10 +40,17 @@ public struct CommandSpec: Sendable {
         case crossfade
         /// JSON: the play direction.
         case direction
-        /// JSON: the queue's length.
-        case length
+        /// JSON: the queue's length; the whole queue.
+        case length, queue
         /// JSON: the `name` argument back (a stored playlist saved).
         case name
+        /// JSON `pong`; `version` and the protocol's.
+        case pong, version
+        /// Both: the outputs; JSON: the one named by the `name` argument.
+        case outputs, output
+        /// MPD's reads: `currentsong`, `stats`, `getvol`, `replay_gain_status`,
+        /// `urlhandlers`, `decoders`.
+        case currentSong, stats, volume, replayGainStatus, urlHandlers, decoders
     }
 
     public init(json: String? = nil, mpd: String? = nil, _ permission: MPDSession.Permission,

@@ -30,7 +30,49 @@ public enum CommandSpecs {
     static let direction = A.Kind.choice(PlayDirection.allCases.map { .init($0.rawValue) },
                                          mpdRefusal: "Unrecognized direction")
 
-    public static let all: [CommandSpec] = transport + options + level + crossfade + queue + storedPlaylists
+    public static let all: [CommandSpec] = reads + outputs + transport + options + level + crossfade + queue + storedPlaylists
+
+    /// What a command only reads: its reply says it all (MPDEncoding, JSONCommands.members).
+    static let reads: [CommandSpec] = [
+        CommandSpec(json: "ping", mpd: "ping", .none, reply: .pong) { _, _ throws(PlayerError) in },
+        CommandSpec(json: "version", .none, reply: .version) { _, _ throws(PlayerError) in },
+        // The error status shows is an output lost (retried on its own); nothing else
+        // lingers as MPD's player errors do, so there is nothing to clear.
+        CommandSpec(mpd: "clearerror", .control) { _, _ throws(PlayerError) in },
+        CommandSpec(mpd: "currentsong", .read, reply: .currentSong) { _, _ throws(PlayerError) in },
+        CommandSpec(mpd: "stats", .read, reply: .stats) { _, _ throws(PlayerError) in },
+        CommandSpec(mpd: "getvol", .read, reply: .volume) { p, _ throws(PlayerError) in
+            guard p.config.mixer != "none" else { throw PlayerError(.noMixer, "mixer = \"none\": no volume") }
+        },
+        CommandSpec(mpd: "replay_gain_status", .read, reply: .replayGainStatus) { _, _ throws(PlayerError) in },
+        CommandSpec(mpd: "urlhandlers", .read, reply: .urlHandlers) { _, _ throws(PlayerError) in },
+        CommandSpec(mpd: "decoders", .read, reply: .decoders) { _, _ throws(PlayerError) in },
+    ]
+
+    /// The local output and the feeds: MPD numbers them as `outputs` lists them, JSON
+    /// names them.
+    static let outputs: [CommandSpec] = [
+        CommandSpec(json: "outputs", mpd: "outputs", .read, reply: .outputs) { _, _ throws(PlayerError) in },
+        CommandSpec(mpd: "enableoutput", .admin, [A("id", .index)]) { p, a throws(PlayerError) in
+            try switchOutput(p, a.integer("id")!) { _ in true }
+        },
+        CommandSpec(mpd: "disableoutput", .admin, [A("id", .index)]) { p, a throws(PlayerError) in
+            try switchOutput(p, a.integer("id")!) { _ in false }
+        },
+        CommandSpec(mpd: "toggleoutput", .admin, [A("id", .index)]) { p, a throws(PlayerError) in
+            try switchOutput(p, a.integer("id")!) { !$0 }
+        },
+        CommandSpec(json: "output", .admin, [A("name", .name), A("enabled", .flag)], reply: .output) { p, a throws(PlayerError) in
+            try p.perform(.output(name: a.text("name")!, enabled: a.flag("enabled")!))
+        },
+    ]
+
+    /// Output number `index` (as `outputs` lists them) on or off.
+    static func switchOutput(_ p: Player, _ index: Int, _ change: (Bool) -> Bool) throws(PlayerError) {
+        let list = p.snapshot().outputs
+        guard list.indices.contains(index) else { throw PlayerError(.noSuchOutput, "no output \(index) (see outputs)") }
+        try p.perform(.output(name: list[index].name, enabled: change(list[index].enabled)))
+    }
 
     static let transport: [CommandSpec] = [
         CommandSpec(json: "stop", mpd: "stop", .control) { p, _ throws(PlayerError) in try p.perform(.transport(.stop)) },
@@ -114,6 +156,21 @@ public enum CommandSpecs {
     /// when the command runs (its check is the only one: MPD's "Bad song index", "No
     /// such song"), after every argument is read, as MPD reads them.
     static let queue: [CommandSpec] = [
+        // MPD's `play`/`playid` with `-1` (or nothing): resume, or start the queue; with
+        // an empty queue nothing happens and the answer is OK, as MPD's.
+        CommandSpec(mpd: "play", .control, [A("position", .index, optional: true)]) { p, a throws(PlayerError) in
+            if let i = a.integer("position"), i != -1 { try p.perform(.playIndex(i)) } else if p.queue.count > 0 { try p.perform(.playQueue) }
+        },
+        CommandSpec(mpd: "playid", .control, [A("id", .index, optional: true)]) { p, a throws(PlayerError) in
+            if let id = a.integer("id"), id != -1 { try p.perform(.playID(id)) } else if p.queue.count > 0 { try p.perform(.playQueue) }
+        },
+        CommandSpec(mpd: "delete", .control, [A("range", .range)]) { p, a throws(PlayerError) in
+            try p.perform(.remove(try a.queueRange("range", count: p.queue.count)!))
+        },
+        // Both read before the queue is looked at, as MPD.
+        CommandSpec(mpd: "move", .control, [A("range", .range), A("to", .index)]) { p, a throws(PlayerError) in
+            try p.perform(.move(try a.queueRange("range", count: p.queue.count)!, to: a.integer("to")!))
+        },
         CommandSpec(mpd: "seek", .control, [A("position", .index), A("time", .seconds(relative: false))]) { p, a throws(PlayerError) in
             try p.perform(.seekEntry(index: a.integer("position")!, seconds: a.time("time")!.seconds))
         },
@@ -138,6 +195,16 @@ public enum CommandSpecs {
             }
             try p.perform(.remove(i..<(i + 1)))
         },
+        // JSON's `move`: the entry by id ("entry") or position ("index", or "from"), to a
+        // position.
+        CommandSpec(json: "move", .control, [A("entry", .id, optional: true), A("index", .index, optional: true),
+                                             A("from", .index, optional: true), A("to", .index)]) { p, a throws(PlayerError) in
+            guard let i = try a.integer("entry").map({ id throws(PlayerError) in try p.index(ofID: id) }) ?? a.integer("index") ?? a.integer("from") else {
+                throw PlayerError(.badRequest, "give \"entry\" (an entry id) or \"index\"")
+            }
+            try p.perform(.move(i..<(i + 1), to: a.integer("to")!))
+        },
+        CommandSpec(json: "queue", .read, reply: .queue) { _, _ throws(PlayerError) in },
         CommandSpec(mpd: "swap", .control, [A("a", .index), A("b", .index)]) { p, a throws(PlayerError) in
             try p.perform(.swap(a.integer("a")!, a.integer("b")!))
         },

@@ -36,6 +36,7 @@ extension PlayerError {
         case .badRequest: return (ProtocolErrorCode.badRequest.rawValue, .arg, nil)
         case .invalidArgument: return (ProtocolErrorCode.invalidArgument.rawValue, .arg, nil)
         case .badIndex: return (ProtocolErrorCode.invalidArgument.rawValue, .arg, "Bad song index")
+        case .noSuchOutput: return (ProtocolErrorCode.invalidArgument.rawValue, .noExist, "No such audio output")
         case .notPlaying: return (ProtocolErrorCode.notPlaying.rawValue, .playerSync, "Not playing")
         case .noSuchEntry: return (ProtocolErrorCode.invalidArgument.rawValue, .noExist, "No such song")
         case .outsideLibrary: return (ProtocolErrorCode.outsideLibrary.rawValue, .permission, nil)

@@ -108,7 +108,7 @@ public struct Outcome: Sendable, Equatable {
 /// A command refused: a code both protocols map to theirs, and a message for people.
 public struct PlayerError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
-        fileprivate enum Kind: String { case badRequest, invalidArgument, badIndex, notPlaying, noSuchEntry, outsideLibrary, tooLarge,
+        fileprivate enum Kind: String { case badRequest, invalidArgument, badIndex, noSuchOutput, notPlaying, noSuchEntry, outsideLibrary, tooLarge,
                                              updateRunning, noLibrary, noMixer, stream, workPending,
                                              noSuchPlaylist, playlistExists }
         fileprivate let kind: Kind
@@ -119,6 +119,8 @@ public struct PlayerError: Error, Sendable, CustomStringConvertible {
         /// A queue position outside the queue (MPD: "Bad song index"). The Player's
         /// check, the only one: the protocols read a position as a number and no more.
         public static let badIndex = Code(kind: .badIndex, stream: nil)
+        /// An output number `outputs` does not list (MPD: "No such audio output").
+        public static let noSuchOutput = Code(kind: .noSuchOutput, stream: nil)
         public static let notPlaying = Code(kind: .notPlaying, stream: nil)
         public static let noSuchEntry = Code(kind: .noSuchEntry, stream: nil)
         public static let outsideLibrary = Code(kind: .outsideLibrary, stream: nil)

@@ -18,8 +18,6 @@ enum JSONCommands {
 
     /// The commands not yet specs (CommandSpecs.swift).
     static let legacyTable: [String: Handler] = [
-        "ping": { _ in [("pong", .bool(true))] },
-        "version": { _ in [("version", .string(Daemon.version)), ("protocol", .int(1))] },
         "status": { c in JSONEncoding.status(c.player, c.counters) },
         "play": play,
         "seek": seek,
@@ -31,31 +29,9 @@ enum JSONCommands {
                                    ("data", .string(Base64.encode(art.bytes)))))]
         },
         "announce": announce,
-        "outputs": { c in [("outputs", .array(c.player.snapshot().outputs.map { .object(JSONEncoding.outputMembers($0)) }))] },
-        "output": { c in
-            guard let name = c["name"]?.stringValue, !name.isEmpty else { throw PlayerError(.badRequest, "output needs \"name\" (see `outputs`)") }
-            guard let on = c["enabled"]?.boolValue else { throw PlayerError(.badRequest, "output needs \"enabled\": true or false") }
-            try c.player.perform(.output(name: name, enabled: on))
-            guard let o = c.player.snapshot().outputs.first(where: { $0.name == name }) else { return [] }
-            return JSONEncoding.outputMembers(o)
-        },
         // The queue.
         "add": { c in try add(c, place: .end) },
         "insert": { c in try add(c, place: .next) },
-        "move": { c in
-            let from = try entryIndex(c)
-            let q = c.player.queue
-            guard let to = c["to"]?.integer(in: 0...Int64(max(0, q.count - 1))) else {
-                throw PlayerError(.invalidArgument, "\"to\" must be an index 0…\(q.count - 1)")
-            }
-            try c.player.perform(.move(from..<(from + 1), to: Int(to)))
-            return []
-        },
-        "queue": { c in
-            let q = c.player.queue
-            return [("queue", .array(q.entries.enumerated().map { JSONEncoding.entry(c.player, $0.offset, $0.element) })),
-                    ("current", q.current.map { JSON.int(Int64($0)) } ?? .null)]
-        },
         // MPD's crossfade, mixrampdb and mixrampdelay in one command: any of the three
         // members; none reads them. {"cmd":"crossfade","seconds":5}
         // Stored playlists (``StoredPlaylists``): `name` is one path component.
@@ -134,7 +110,19 @@ enum JSONCommands {
         case .crossfade: return JSONEncoding.crossfade(p.crossfade)
         case .direction: return [("direction", .string(p.snapshot().status.direction.rawValue))]
         case .length: return [("length", .int(p.queue.count))]
+        case .queue:
+            let q = p.queue
+            return [("queue", .array(q.entries.enumerated().map { JSONEncoding.entry(p, $0.offset, $0.element) })),
+                    ("current", q.current.map { JSON.int(Int64($0)) } ?? .null)]
         case .name: return [("name", a.text("name").map(JSON.string) ?? .null)]
+        case .pong: return [("pong", .bool(true))]
+        case .version: return [("version", .string(Daemon.version)), ("protocol", .int(1))]
+        case .outputs: return [("outputs", .array(p.snapshot().outputs.map { .object(JSONEncoding.outputMembers($0)) }))]
+        case .output:
+            guard let o = p.snapshot().outputs.first(where: { $0.name == a.text("name") }) else { return [] }
+            return JSONEncoding.outputMembers(o)
+        // MPD's reads: no JSON command has these replies (JSON's `status` says it all).
+        case .currentSong, .stats, .volume, .replayGainStatus, .urlHandlers, .decoders: return []
         }
     }
 

@@ -25,18 +25,7 @@ enum MPDCommands {
 
     /// The commands not yet specs (CommandSpecs.swift), as MPD's rows.
     static let legacyRows: [Row] = [
-        Row("ping", .none, 0...0) { _, _ in [] },
-        // The error status shows is an output lost (retried on its own); nothing else
-        // lingers as MPD's player errors do, so there is nothing to clear.
-        Row("clearerror", .control, 0...0) { _, _ in [] },
         Row("status", .read, 0...0) { p, _ in status(p) },
-        Row("currentsong", .read, 0...0) { p, _ in let s = p.snapshot().status; return song(p, p.heardEntries(s).current, path: s.track?.path) },
-        Row("stats", .read, 0...0) { p, _ in
-            let c = p.library?.counts() ?? (songs: 0, artists: 0, albums: 0, seconds: 0)
-            return ["uptime: \((monotonicNanoseconds() - p.startedAt) / 1_000_000_000)", "playtime: \(p.playtimeSeconds)",
-                    "artists: \(c.artists)", "albums: \(c.albums)", "songs: \(c.songs)",
-                    "db_playtime: \(Int(c.seconds))", "db_update: \(p.library?.lastUpdate ?? 0)"]
-        },
         Row("update", .admin, 0...1) { p, a in try update(p, a) },
         Row("rescan", .admin, 0...1) { p, a in try update(p, a) },
         Row("find", .read, 1...Int.max) { p, a in try find(p, a, command: "find") },
@@ -48,22 +37,6 @@ enum MPDCommands {
         Row("listall", .read, 0...1) { p, a in try listAll(p, a.first ?? "", info: false) },
         Row("listallinfo", .read, 0...1) { p, a in try listAll(p, a.first ?? "", info: true) },
         Row("count", .read, 1...Int.max) { p, a in try count(p, a) },
-        // Playback.
-        // `-1` (or nothing): resume, or start the queue; with an empty queue nothing
-        // happens and the answer is OK, as MPD's.
-        Row("play", .control, 0...1) { p, a in
-            if a.isEmpty || a[0] == "-1" { if p.queue.count > 0 { try p.perform(.playQueue) }; return [] }
-            try p.perform(.playIndex(try int(a[0]))); return []
-        },
-        Row("playid", .control, 0...1) { p, a in
-            if a.isEmpty || a[0] == "-1" { if p.queue.count > 0 { try p.perform(.playQueue) }; return [] }
-            try p.perform(.playID(try int(a[0]))); return []
-        },
-        Row("replay_gain_status", .read, 0...0) { p, _ in ["replay_gain_mode: \(p.currentLevel().replayGain.rawValue)"] },
-        Row("getvol", .read, 0...0) { p, _ in
-            guard p.config.mixer != "none" else { throw Failure(.system, "No mixer") }
-            return ["volume: \(p.currentLevel().volume)"]
-        },
         // The queue.
         Row("add", .add, 1...2) { p, a in
             let place: Command.Place = a.count == 2 ? .index(try int(a[1])) : .end
@@ -114,15 +87,6 @@ enum MPDCommands {
         Row("playlistmove", .control, 3...3) { p, a in
             let (from, to) = (try int(a[1]), try int(a[2]))
             try p.perform(.playlistMove(a[0], from: from, to: to)); return []
-        },
-        Row("delete", .control, 1...1) { p, a in try p.perform(.remove(try range(p, a[0]))); return [] },
-        Row("move", .control, 2...2) { p, a in
-            // Both arguments parsed before the queue is looked at, as MPD.
-            let parsed = try rangeArgument(a[0])
-            let to = try int(a[1])
-            let r = try range(p, parsed)
-            guard to >= 0, to <= p.queue.count - r.count else { throw Failure(.arg, "Bad song index") }
-            try p.perform(.move(r, to: to)); return []
         },
         // A range past the end is cut at the end (as MPD); one starting past it is a bad
         // index, one ending before it starts malformed.
@@ -177,19 +141,8 @@ enum MPDCommands {
         Row("plchanges", .read, 1...2) { p, a in
             (try int(a[0])) == p.playlistVersion ? [] : (0..<p.queue.count).flatMap { song(p, $0, path: nil) }
         },
-        // Outputs.
-        Row("outputs", .read, 0...0) { p, _ in
-            p.snapshot().outputs.enumerated().flatMap { i, o in
-                ["outputid: \(i)", "outputname: \(o.name)", "plugin: \(o.kind)", "outputenabled: \(o.enabled ? 1 : 0)"]
-            }
-        },
-        Row("enableoutput", .admin, 1...1) { p, a in try output(p, a[0], { _ in true }) },
-        Row("disableoutput", .admin, 1...1) { p, a in try output(p, a[0], { _ in false }) },
-        Row("toggleoutput", .admin, 1...1) { p, a in try output(p, a[0], { !$0 }) },
         // Reflection.
         Row("tagtypes", .none, 0...Int.max) { _, _ in tagTypes.map { "tagtype: \($0.name)" } },
-        // Before the password MPD 0.23 allows only `ping` and `tagtypes` of these.
-        Row("urlhandlers", .read, 0...0) { _, _ in ["handler: http://", "handler: https://"] },
         // Cover art, in chunks (`picture`, run by `execute`: its reply is binary).
         Row("albumart", .read, 2...2) { _, _ in [] },
         Row("readpicture", .read, 2...2) { _, _ in [] },
@@ -200,7 +153,6 @@ enum MPDCommands {
         Row("channels", .read, 0...0) { _, _ in [] },
         Row("readmessages", .read, 0...0) { _, _ in [] },
         Row("sendmessage", .control, 2...2) { _, _ in [] },
-        Row("decoders", .read, 0...0) { _, _ in ["plugin: ffmpeg"] + QueueSources.audioExtensions.sorted().map { "suffix: \($0)" } },
     ]
 
     static let handlers: [String: Handler] = Dictionary(uniqueKeysWithValues: legacyRows.map { ($0.name, $0.run) })
@@ -271,18 +223,16 @@ enum MPDCommands {
 
     /// The syntax of "N", "START:" or "START:END": the start, and the end if given
     /// (nil: open, or a single index when there is no colon).
+    /// Read by the spec's `range` kind (Arguments.swift), the one parser of MPD ranges.
     static func rangeArgument(_ text: String) throws -> (start: Int, end: Int?, isRange: Bool) {
-        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count <= 2, let lo = Int(parts[0]), parts.count == 1 || parts[1].isEmpty || Int(parts[1]) != nil else {
-            throw Failure(.arg, "Integer or range expected: \(text)")
+        do throws(PlayerError) {
+            guard case .range(let lo, let hi, let isRange) = try ArgumentSpec("range", .range).read(mpd: text) else {
+                throw PlayerError(.badRequest, "Integer or range expected: \(text)")
+            }
+            return (lo, hi, isRange)
+        } catch {
+            throw error.mpdFailure
         }
-        let end = parts.count == 2 && !parts[1].isEmpty ? Int(parts[1]) : nil
-        guard lo >= 0, (end ?? 0) >= 0 else { throw Failure(.arg, "Number is negative: \(text)") }
-        // MPD's positions are 32-bit: above that it says "Number too large", and every
-        // `start + 1` below stays far from overflowing (`shuffle 9223372036854775807`
-        // trapped).
-        guard lo <= Int(Int32.max), (end ?? 0) <= Int(Int32.max) else { throw Failure(.arg, "Number too large: \(text)") }
-        return (lo, end, parts.count == 2)
     }
 
     static func range(_ p: Player, _ r: (start: Int, end: Int?, isRange: Bool)) throws -> Range<Int> {
@@ -316,14 +266,6 @@ enum MPDCommands {
         } catch {
             throw failure(error)
         }
-    }
-
-    static func output(_ p: Player, _ arg: String, _ change: (Bool) -> Bool) throws -> [String] {
-        let list = p.snapshot().outputs
-        let i = try int(arg)
-        guard i >= 0 && i < list.count else { throw Failure(.noExist, "No such audio output") }
-        try p.perform(.output(name: list[i].name, enabled: change(list[i].enabled)))
-        return []
     }
 
     static func update(_ p: Player, _ a: [String]) throws -> [String] {

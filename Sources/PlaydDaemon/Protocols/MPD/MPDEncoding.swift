@@ -17,7 +17,23 @@ extension MPDCommands {
     /// they changed is read with `status`, as MPD clients do.
     static func lines(_ reply: CommandSpec.Reply, _ p: Player) -> [String] {
         switch reply {
-        case .done, .current, .options, .level, .crossfade, .direction, .length, .name: return []
+        case .done, .current, .options, .level, .crossfade, .direction, .length, .queue, .name, .pong, .version, .output: return []
+        case .currentSong:
+            let s = p.snapshot().status
+            return song(p, p.heardEntries(s).current, path: s.track?.path)
+        case .stats:
+            let c = p.library?.counts() ?? (songs: 0, artists: 0, albums: 0, seconds: 0)
+            return ["uptime: \((monotonicNanoseconds() - p.startedAt) / 1_000_000_000)", "playtime: \(p.playtimeSeconds)",
+                    "artists: \(c.artists)", "albums: \(c.albums)", "songs: \(c.songs)",
+                    "db_playtime: \(Int(c.seconds))", "db_update: \(p.library?.lastUpdate ?? 0)"]
+        case .volume: return ["volume: \(p.currentLevel().volume)"]
+        case .replayGainStatus: return ["replay_gain_mode: \(p.currentLevel().replayGain.rawValue)"]
+        case .urlHandlers: return ["handler: http://", "handler: https://"]
+        case .decoders: return ["plugin: ffmpeg"] + QueueSources.audioExtensions.sorted().map { "suffix: \($0)" }
+        case .outputs:
+            return p.snapshot().outputs.enumerated().flatMap { i, o in
+                ["outputid: \(i)", "outputname: \(o.name)", "plugin: \(o.kind)", "outputenabled: \(o.enabled ? 1 : 0)"]
+            }
         }
     }
 
