@@ -2,8 +2,9 @@ import CoreStream
 import PlaydProtocol
 import PlaydSessions
 
-/// playd's commands as specs (CommandSpec.swift): the transport, the play options, the
-/// level and crossfade. Each is one row whichever protocols spell it; where the two
+/// playd's commands as specs (CommandSpec.swift): the reads, outputs, transport, play
+/// options, level, crossfade, queue edits and stored playlists. Each is one row
+/// whichever protocols spell it; where the two
 /// protocols mean different things by one name (MPD's `repeat 0|1` and JSON's
 /// one-word `repeat`, MPD's `pause [0|1]` and JSON's `pause`) each meaning is its own
 /// row. The rest of the commands are still rows of the protocol tables themselves
