@@ -198,20 +198,15 @@ enum MPDCommands {
 
     // MARK: - Arguments
 
+    /// An MPD integer word, read by the spec's `index` kind (Arguments.swift): one
+    /// parser, one wording ("Integer expected: x").
     static func int(_ s: String) throws -> Int {
-        guard let v = Int(s) else { throw Failure(.arg, "Integer expected: \(s)") }
-        return v
-    }
-
-    /// MPD's float argument (strtof over the whole argument: "nan" and "inf" parse).
-    static func float(_ s: String) throws -> Double {
-        guard s.utf8.count <= 64, let v = Float(s) else { throw Failure(.arg, "Float expected: \(s)") }
-        return Double(v)
-    }
-
-    static func bool(_ s: String) throws -> Bool {
-        guard s == "0" || s == "1" else { throw Failure(.arg, "Boolean (0/1) expected: \(s)") }
-        return s == "1"
+        do throws(PlayerError) {
+            guard case .integer(let v) = try ArgumentSpec("n", .index).read(mpd: s) else { throw PlayerError(.badRequest, "Integer expected: \(s)") }
+            return v
+        } catch {
+            throw error.mpdFailure
+        }
     }
 
     /// "N" or "START:END" (END exclusive; open END = the end of the queue). What is
