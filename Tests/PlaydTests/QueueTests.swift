@@ -218,3 +218,40 @@ struct StoredPlaylistsUnitTests {
         #expect(l.list().map(\.name) == ["a", "big"])
     }
 }
+
+/// Edits of the entry playing, through the daemon's own MPD sessions (InProcessServer).
+@Suite("Queue edits of the entry playing, in-process", .serialized)
+struct PlayingEntryEditTests {
+    /// `delete` of the song playing answers once the song that follows plays, so a
+    /// `status` right after names it (as MPD 0.23's does). The request waited for nothing
+    /// before: CI (2026-11-26) saw `mpc status` name the deleted song, at no position,
+    /// while the next file was still opening off the control thread. With repeat on the
+    /// last song's successor is the first; without, the player stops.
+    @Test(arguments: [true, false])
+    func deletingTheSongPlayingAnswersWithTheNextOnePlaying(_ repeats: Bool) throws {
+        var (config, logger, dir) = try PlayerTests.setup(name: "delete-playing-\(repeats)")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        config.outputDevice = "null"  // paced: the song is still playing when deleted
+        let s = try InProcessServer(config: config, logger: logger, commands: CommandTable())
+        let files = try (1...3).map { i -> String in
+            let path = dir + "/t\(i).flac"
+            try FileManager.default.copyItem(atPath: PlayerTests.long, toPath: path)
+            return path
+        }
+        let c = s.connect(.mpd())
+        _ = c.take()
+        for f in files { #expect(c.send("add \"\(f)\"") == "OK\n") }
+        #expect(c.send("repeat \(repeats ? 1 : 0)") == "OK\n")
+        #expect(c.send("play 2") == "OK\n")
+        #expect(c.send("delete 1") == "OK\n", "an entry not playing")
+        #expect(c.send("delete 1") == "OK\n")
+        let status = c.send("status"), song = c.send("currentsong")
+        if repeats {
+            #expect(status.contains("state: play\n") && status.contains("song: 0\n") && status.contains("playlistlength: 1\n"), "\(status)")
+            #expect(song.hasPrefix("file: \(files[0])\n"), "\(song)")
+        } else {
+            #expect(status.contains("state: stop\n") && !status.contains("\nsong: "), "\(status)")
+            #expect(song == "OK\n", "\(song)")
+        }
+    }
+}

@@ -20,6 +20,24 @@ extension Player {
     func openedFile(_ path: String) throws -> AudioDecoder {
         ControlThread.check()
         if let done = openedFiles.removeValue(forKey: path) { return try done.get().value }
+        if let sync = try startOpening(path) { return sync }
+        throw PlayerError(.workPending, "playing \(path): waiting for the file to open")
+    }
+
+    /// Throws `workPending` until `path` has opened (or failed to), leaving the result
+    /// for the ``openedFile(_:)`` that follows in the same run. For a request that must
+    /// wait before it changes anything: run again, it would change it twice. Control
+    /// thread.
+    func awaitOpened(_ path: String) throws {
+        ControlThread.check()
+        guard openedFiles[path] == nil else { return }
+        if let sync = try startOpening(path) { openedFiles[path] = .success(Handoff(sync)); return }
+        throw PlayerError(.workPending, "waiting for \(path) to open")
+    }
+
+    /// Starts the open of `path` off this thread unless it is under way; returns the
+    /// decoder when no thread could be had and it was opened here.
+    private func startOpening(_ path: String) throws -> AudioDecoder? {
         if openingFiles[path] == nil {
             guard openingFiles.count < Self.maxFileOpens else {
                 throw PlayerError(.stream(.timedOut), "\(path): \(Self.maxFileOpens) files are still opening (a hung disk or network mount?); try again later")
@@ -46,7 +64,7 @@ extension Player {
             }
             openingFiles[path] = monotonicNanoseconds()
         }
-        throw PlayerError(.workPending, "playing \(path): waiting for the file to open")
+        return nil
     }
 
     /// An open finished: its result waits for the sessions resumed in this turn

@@ -41,21 +41,41 @@ extension Player {
     func remove(_ range: Range<Int>) throws {
         let r = try checkedRange(range)
         let current = queue.current
+        let playing = current.map(r.contains) == true && engine.status().state != .stopped
+        if playing {
+            // The reply says what plays next, as MPD's does (status right after a
+            // `delete` of the song playing names the next one, not the deleted one still
+            // heard): the request waits for that file to open before it changes anything,
+            // so running it again deletes nothing twice.
+            var after = queue
+            for i in r.reversed() { after.remove(at: i) }
+            if let next = Self.successor(afterRemovingAt: r.lowerBound, in: &after), !NetworkInput.isStreamURL(after.entries[next].path),
+               unplayable[after.entries[next].path] == nil {
+                try awaitOpened(after.entries[next].path)
+            }
+        }
         for i in r.reversed() { queue.remove(at: i) }
-        if let c = current, r.contains(c), engine.status().state != .stopped {
+        if playing {
             // As MPD: removing the entry playing goes on with the one after the range; at
             // the end of the queue, with repeat on, with the first (the shuffle's first).
-            // Not parked on the open: run again, the request would delete again.
-            if r.lowerBound < queue.count {
-                playEntryLater(r.lowerBound)
-            } else if queue.repeats, queue.count > 0 {
-                queue.setCurrent(nil)
-                playEntryLater(queue.successor(of: nil, manual: true) ?? 0)
+            // Its file opened above; if it cannot play, playEntry goes on past it.
+            if let next = Self.successor(afterRemovingAt: r.lowerBound, in: &queue) {
+                playEntryLater(next)
             } else {
                 engine.stop()
             }
         }
         queueChanged()
+    }
+
+    /// The entry that plays once the range starting at `lower`, which held the current
+    /// entry, is gone from `queue`: the one after the range, or at the end with repeat on
+    /// the first (the shuffle's first); nil to stop.
+    private static func successor(afterRemovingAt lower: Int, in queue: inout PlayQueue) -> Int? {
+        if lower < queue.count { return lower }
+        guard queue.repeats, queue.count > 0 else { return nil }
+        queue.setCurrent(nil)
+        return queue.successor(of: nil, manual: true) ?? 0
     }
 
     func move(_ range: Range<Int>, to: Int) throws {
