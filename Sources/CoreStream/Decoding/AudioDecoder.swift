@@ -219,7 +219,14 @@ public final class AudioDecoder {
 
         var bits: Int? = nil
         let raw = Int(st.pointee.codecpar.pointee.bits_per_raw_sample)
-        if raw > 0 { bits = raw }
+        if raw > 0 {
+            bits = raw
+        } else if av_get_exact_bits_per_sample(decoder.pointee.id) > 0, Self.deviceFormat(for: cc.pointee.sample_fmt) != .float32 {
+            // Integer PCM (WAV, AIFF) leaves the raw width unset: the stored one is the
+            // source's (MPD says 44100:16:2 for a 16-bit WAV; float PCM stays "f").
+            let coded = Int(st.pointee.codecpar.pointee.bits_per_coded_sample)
+            bits = (1...32).contains(coded) ? coded : nil
+        }
         let bitRate = st.pointee.codecpar.pointee.bit_rate > 0
             ? Int(st.pointee.codecpar.pointee.bit_rate)
             : (fmt.pointee.bit_rate > 0 ? Int(fmt.pointee.bit_rate) : nil)
@@ -498,7 +505,10 @@ public final class AudioDecoder {
             }
             ret = av_read_frame(fmt, packet)
             if ret < 0 {
-                if info.isLive, try reconnect(after: ret) { continue }
+                // A response without a length that the server ended cleanly (a TTS clip
+                // sent chunked, 3 s of it played for 18 s when reconnected) is the end
+                // of the track; only a broken connection is reconnected.
+                if info.isLive, !MediaInput.endedCleanly(fmt), try reconnect(after: ret) { continue }
                 // EOF or a read error at the end: drain the decoder either way.
                 demuxerAtEOF = true
                 continue

@@ -58,6 +58,13 @@ enum MediaInput {
         return fmt
     }
 
+    /// Whether `ctx`'s network response ended cleanly (``NetworkBuffer/endedCleanly``);
+    /// false for a local file or a connection that broke.
+    static func endedCleanly(_ ctx: UnsafeMutablePointer<AVFormatContext>) -> Bool {
+        guard let o = ctx.pointee.opaque else { return false }
+        return Unmanaged<NetworkBuffer>.fromOpaque(o).takeUnretainedValue().endedCleanly
+    }
+
     /// Closes a context from ``open(_:)`` or ``NetworkInput``'s (whose network buffer,
     /// kept in `opaque`, goes with it).
     static func close(_ ctx: inout UnsafeMutablePointer<AVFormatContext>?) {

@@ -225,6 +225,16 @@ final class NetworkBuffer: @unchecked Sendable {
         return size >= 0 ? size : Int64(cffmpeg_averror(ENOSYS))
     }
 
+    /// The server ended the response cleanly and every byte was read: HTTP's
+    /// terminating chunk or its Content-Length reached (FFmpeg's http says EOF). A
+    /// connection that broke first, a radio's included (no length, not chunked: FFmpeg
+    /// says EIO, "Stream ends prematurely"), is not an end but a reason to reconnect.
+    /// Measured with `scripts/test-httpd`: `/chunked/` ends in EOF, `/live/` in EIO.
+    /// Thread: the one using the decoder.
+    var endedCleanly: Bool {
+        lock.withLock { count == 0 && ended == cffmpeg_averror_eof() && !sourceInterrupt.abort.load(ordering: .relaxed) }
+    }
+
     /// Up to `size` buffered bytes; waits while there are none (a command for the
     /// reader breaks the wait off). Thread: the one using the decoder.
     private func read(_ buf: UnsafeMutablePointer<UInt8>, _ size: Int) -> Int32 {
