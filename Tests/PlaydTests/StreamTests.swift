@@ -262,6 +262,27 @@ struct StreamTests {
         }
     }
 
+    /// An Ogg Vorbis stream without ICY titles: MPD clients see its Vorbis comments'
+    /// Artist and Title, as MPD shows them (only Title came through), and JSON status
+    /// has both too.
+    @Test func anOggStreamsCommentsGiveArtistAndTitle() throws {
+        let h = try DaemonHarness(output: "null")
+        let web = try Self.serve(h) { served in
+            try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=f=440:d=6", "-ac", "2", "-c:a", "libvorbis",
+                              "-metadata", "ARTIST=Daft Punk", "-metadata", "TITLE=One More Time", served + "/tagged.ogg"])
+        }
+        try h.start()
+        let url = "http://127.0.0.1:\(web.port)/live/5/tagged.ogg"
+        let events = try Self.subscribe(h)
+        #expect(h.request("play", ("url", .string(url)))?["ok"] == .bool(true))
+        #expect(Self.waitEvent(events, "track") { $0["file"]?.stringValue == url } != nil, "the stream did not start")
+        let (st, out) = try mpc(h, "current", "-f", "%artist% / %title%")
+        #expect(st == 0 && out == "Daft Punk / One More Time\n", "\(out)")
+        let s = try #require(h.request("status"))
+        #expect(s["artist"]?.stringValue == "Daft Punk" && s["title"]?.stringValue == "One More Time", "\(s.text)")
+        #expect(h.terminate().status == 0)
+    }
+
     /// 404, 403 and 500 are skipped with their codes, and the next entry plays.
     @Test func httpFailuresAreSkippedWithTheirCodes() throws {
         let h = try DaemonHarness()

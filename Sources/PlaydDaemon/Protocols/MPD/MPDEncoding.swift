@@ -135,7 +135,15 @@ extension MPDCommands {
         if let t = playing, t.path == file, NetworkInput.isStreamURL(file) {
             // A radio, as MPD shows one: the ICY title whole as Title, the station as Name.
             lines = ["file: \(uri(p, file))"]
-            if let title = p.streamTitle ?? t.title { lines.append("Title: \(title)") }
+            if let title = p.streamTitle {
+                lines.append("Title: \(title)")
+            } else {
+                // No ICY title: the stream's own tags, as MPD shows an Ogg stream's
+                // Vorbis comments (Artist and Title both; Title alone was shown).
+                for (name, keys) in tagTypes where name != "Name" {
+                    if let v = keys.lazy.compactMap({ t.tags[$0] }).first, !v.isEmpty { lines.append("\(name): \(v)") }
+                }
+            }
             if let name = t.stationName ?? t.tags["name"] { lines.append("Name: \(name)") }
             if let d = t.durationSeconds, !t.isLive { lines += durationLines(d) }
         } else {
