@@ -42,6 +42,36 @@ struct NetworkStreamTests {
         }
     }
 
+    /// A FLAC over HTTP seeks by an interpolation search on bytes (FFmpeg bisected,
+    /// one slow request per step): after seeks anywhere in a 60 s sweep whose bitrate
+    /// climbs (so bytes and time are far from proportional), in the first and last
+    /// frames and back and forth, what follows is the CLI's decode to the sample, and
+    /// so is the decode after a seek that lands before the audio's first frame.
+    @Test func aFLACOverHTTPSeeksExactlyByBytes() throws {
+        let server = try TestHTTPServer.start(serving: Self.dir)
+        let path = Self.dir + "/sweep.flac"
+        if !FileManager.default.fileExists(atPath: path) {
+            try Shell.ffmpeg(["-f", "lavfi", "-i", "aevalsrc='0.3*sin(2*PI*(100+150*t)*t)|0.2*sin(2*PI*(3000-40*t)*t)':s=44100:d=60",
+                              "-c:a", "flac", path])
+        }
+        let reference = try Reference.decode(path)
+        let frames = reference.count / 2
+        let d = try AudioDecoder(path: "http://127.0.0.1:\(server.port)/sweep.flac")
+        #expect(d.info.durationFrames == Int64(frames))
+        var seed: UInt64 = 0x9E37_79B9_7F4A_7C15  // a fixed LCG: the same targets each run
+        let targets = [frames / 2, 1, frames - 5000, 4607, 4608, frames * 9 / 10, 100_000]
+            + (0..<8).map { _ -> Int in
+                seed = seed &* 6364136223846793005 &+ 1442695040888963407
+                return Int((seed >> 33) % UInt64(frames - 4096))
+            }
+        for target in targets {
+            try d.seek(to: Int64(target))
+            let n = min(4096, frames - target)
+            let got = try Reference.read(d, frames: n)
+            #expect(got == Array(reference[(target * 2)..<((target + n) * 2)]), "after seek(\(target))")
+        }
+    }
+
     /// Reverse playback and a loop over HTTP, through the engine: the capture is the
     /// CLI's decode of the file on disk, reversed and cut as the path plays it.
     @Test func httpFilePlaysInReverseAndLoopsAsOnDisk() throws {

@@ -62,7 +62,8 @@ extension AudioDecoder {
         let probeFrom = max(0, clamp - tail)
         var ts0 = try timestampForIndex(probeFrom)
         if probeFrom == 0 { ts0 = min(originPTS, startTS) }
-        guard avformat_seek_file(fmt, streamIndex, Int64.min, ts0, ts0, 0) >= 0 else {
+        if holdsPacket, let held = heldPacket { av_packet_unref(held); holdsPacket = false }
+        guard byteSeek(to: ts0) || avformat_seek_file(fmt, streamIndex, Int64.min, ts0, ts0, 0) >= 0 else {
             endLimit = clamp
             return (clamp, false)
         }

@@ -41,10 +41,7 @@ extension AudioDecoder {
                 // timestamps than in the straight decode that defined frame 0.
                 try restartFromBeginning()
             } else {
-                ret = avformat_seek_file(formatContext, streamIndex, Int64.min, ts, ts, 0)
-                if ret < 0 {
-                    ret = av_seek_frame(formatContext, streamIndex, ts, AVSEEK_FLAG_BACKWARD)
-                }
+                ret = seekFile(to: ts)
             }
             if ret < 0 {
                 // Some demuxers refuse targets in the last frames (FLAC without a seek
@@ -92,6 +89,69 @@ extension AudioDecoder {
         }
     }
 
+    /// Moves the demuxer to a packet at or before timestamp `ts` (as near as it can).
+    /// An HTTP FLAC file goes by bytes (``byteSeek(to:)``).
+    func seekFile(to ts: Int64) -> Int32 {
+        if holdsPacket, let held = heldPacket { av_packet_unref(held); holdsPacket = false }
+        if byteSeek(to: ts) { return 0 }
+        let ret = avformat_seek_file(formatContext, streamIndex, Int64.min, ts, ts, 0)
+        return ret >= 0 ? ret : av_seek_frame(formatContext, streamIndex, ts, AVSEEK_FLAG_BACKWARD)
+    }
+
+    /// For a FLAC file over HTTP (byte ranges, a length): an interpolation search on
+    /// bytes, each step reading the sample number of the first frame after the byte it
+    /// tried, until it lands at most a second before `ts`. FFmpeg's FLAC demuxer has no
+    /// index (without a seek table) and bisects: it first reads the file's end again,
+    /// then each step is a new request whose parser wants about 10 frames (54 KB of a
+    /// 415 kbit/s FLAC) before it names one. From a server at 4× real time a seek took
+    /// 10–14 requests and 1.2–1.9 s (MPD: 0.36–0.42 s, `scripts/bench-http`). The frame
+    /// found is kept (``heldPacket``) and decoded first; its timestamp is exact, and
+    /// ``seek(to:)`` decodes forward from it as from any seek. False for a local file,
+    /// where bisection costs nothing, for any other demuxer, or when a step fails (then
+    /// FFmpeg's own seek runs).
+    func byteSeek(to ts: Int64) -> Bool {
+        guard interrupt != nil, info.container == "flac", let fmt = formatContext, let pb = fmt.pointee.pb,
+              let start = firstPacketPos, let startTS = firstPacketPTS else { return false }
+        let size = avio_size(pb)
+        let (endTS, overflow) = startTS.addingReportingOverflow(stream.pointee.duration)
+        guard size > start, stream.pointee.duration > 0, !overflow, ts >= startTS, ts < endTS else { return false }
+        if heldPacket == nil { heldPacket = av_packet_alloc() }
+        guard let held = heldPacket else { return false }
+        let second = max(1, Int64(timeBase.den) / Int64(max(timeBase.num, 1)))
+        var lo = (pos: start, ts: startTS), hi = (pos: size, ts: endTS)
+        for _ in 0..<12 {
+            // Where `ts` lies if the bytes between the bounds are spread evenly, less a
+            // quarter of a second: landing just before costs a little decoding, just
+            // after a step.
+            let span = Double(hi.pos - lo.pos) / Double(max(1, hi.ts - lo.ts))
+            let guess = Double(lo.pos) + (Double(ts - lo.ts) - Double(second) / 4) * span
+            let at = guess.isFinite ? min(max(lo.pos, Int64(max(0, min(guess, Double(Int64.max / 2))))), hi.pos - 1) : lo.pos
+            guard av_seek_frame(fmt, -1, at, AVSEEK_FLAG_BYTE) >= 0 else { return false }
+            // The first frame with a timestamp (after a byte seek the parser first hands
+            // out the partial frame it landed in, without one).
+            var found = false
+            for _ in 0..<64 {
+                guard av_read_frame(fmt, held) >= 0 else { break }
+                if held.pointee.stream_index == streamIndex && held.pointee.pts != FFmpegCall.noPTS { found = true; break }
+                av_packet_unref(held)
+            }
+            guard found else { return false }
+            let landed = (pos: held.pointee.pos >= 0 ? held.pointee.pos : at, ts: held.pointee.pts)
+            if landed.ts <= ts && (ts - landed.ts <= second || at == lo.pos) {
+                holdsPacket = true
+                return true
+            }
+            av_packet_unref(held)
+            if landed.ts <= ts {
+                lo = landed
+            } else {
+                guard at > lo.pos else { return false }  // already at the lower bound
+                hi = (at, landed.ts)
+            }
+        }
+        return false
+    }
+
     /// The frame after the last one, found by decoding: for a track whose length is only
     /// an estimate (MP3 without a Xing header, ADTS AAC), where reverse playback must
     /// start. Seeks a little before the estimate and decodes to the end, stepping back
@@ -122,6 +182,7 @@ extension AudioDecoder {
     /// Opens the file and the codec again, so decoding restarts exactly as the straight
     /// decode from the first packet.
     func restartFromBeginning() throws(StreamError) {
+        if holdsPacket, let held = heldPacket { av_packet_unref(held); holdsPacket = false }
         // The same checks as the first open: the name may lead elsewhere by now.
         let fmt = try Self.openInput(info.path, interrupt: interrupt, options: streamOptions)
         var ctx: UnsafeMutablePointer<AVFormatContext>? = fmt

@@ -91,6 +91,13 @@ public final class AudioDecoder {
     var positionedBySeek = false
     /// Timestamp of the first packet read (for the truncation check).
     var firstPacketPTS: Int64?
+    /// Byte offset of the first packet read: where the audio starts, for a seek by
+    /// bytes (``byteSeek(to:)``).
+    var firstPacketPos: Int64?
+    /// A packet a byte seek read to learn where it landed, decoded before the next
+    /// one read (allocated by the first such seek).
+    var heldPacket: UnsafeMutablePointer<AVPacket>?
+    var holdsPacket = false
     /// End (pts + duration) of the last packet read.
     var lastPacketEnd: Int64?
 
@@ -304,6 +311,8 @@ public final class AudioDecoder {
         if let r = resampler { var s: OpaquePointer? = r; swr_free(&s) }
         var p: UnsafeMutablePointer<AVPacket>? = packet
         av_packet_free(&p)
+        var h = heldPacket
+        av_packet_free(&h)
         var f: UnsafeMutablePointer<AVFrame>? = frame
         av_frame_free(&f)
         var cc = codecContext
@@ -503,7 +512,13 @@ public final class AudioDecoder {
                 if ret < 0 && ret != FFmpegCall.eof { decoderDrained = true; return false }
                 continue
             }
-            ret = av_read_frame(fmt, packet)
+            if holdsPacket, let held = heldPacket {
+                holdsPacket = false
+                av_packet_move_ref(packet, held)
+                ret = 0
+            } else {
+                ret = av_read_frame(fmt, packet)
+            }
             if ret < 0 {
                 // A response without a length that the server ended cleanly (a TTS clip
                 // sent chunked, 3 s of it played for 18 s when reconnected) is the end
@@ -517,7 +532,10 @@ public final class AudioDecoder {
             if interrupt != nil { checkStreamTitle(fmt) }
             if packet.pointee.stream_index != streamIndex { continue }
             if packet.pointee.pts != FFmpegCall.noPTS {
-                if firstPacketPTS == nil { firstPacketPTS = packet.pointee.pts }
+                if firstPacketPTS == nil {
+                    firstPacketPTS = packet.pointee.pts
+                    if packet.pointee.pos >= 0 { firstPacketPos = packet.pointee.pos }
+                }
                 let (end, overflow) = packet.pointee.pts.addingReportingOverflow(max(0, packet.pointee.duration))
                 lastPacketEnd = overflow ? packet.pointee.pts : end
             }
