@@ -433,21 +433,23 @@ struct MPDDifferentialTests {
         #expect(got == want, "\n  MPD:   \(want.joined(separator: "\n         "))\n  playd: \(got.joined(separator: "\n         "))")
     }
 
-    /// `status` and `currentsong` while playing and while paused, line by line against
-    /// MPD: the same keys in the same order, the same values where the two must agree
-    /// (the song, its duration to the millisecond, the decoder's `audio:` format, the
-    /// next song), and the form of the others (elapsed and time move; the bitrate is
-    /// MPD's instantaneous one; ids and versions are each server's).
-    @Test(arguments: ["play", "pause"])
-    func statusWhilePlayingIsMPDs(_ state: String) throws {
-        let music = NSTemporaryDirectory() + "playd-diff-playing-\(getpid())-\(state)"
+    /// `status`, `currentsong` and `playlistinfo` while playing and while paused, line
+    /// by line against MPD: the same keys in the same order, the same values where the
+    /// two must agree (the song, its duration to the millisecond, the decoder's `audio:`
+    /// format, the next song), and the form of the others (elapsed and time move; the
+    /// bitrate is MPD's instantaneous one; ids and versions are each server's). A 16-bit
+    /// FLAC, and a 16-bit WAV (playd said `audio: 44100:f:2` for it; MPD `44100:16:2`).
+    @Test(arguments: [("play", "flac"), ("pause", "flac"), ("play", "wav")])
+    func statusWhilePlayingIsMPDs(_ state: String, _ ext: String) throws {
+        let music = NSTemporaryDirectory() + "playd-diff-playing-\(getpid())-\(state)-\(ext)"
         try? FileManager.default.removeItem(atPath: music)
         try FileManager.default.createDirectory(atPath: music, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: music) }
         // A 16-bit FLAC of 59.9995 s: MPD keeps times in milliseconds (59.999).
-        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=d=59.9995:r=44100", "-ac", "2", "-sample_fmt", "s16", "-c:a", "flac", music + "/a.flac"])
-        try FileManager.default.copyItem(atPath: music + "/a.flac", toPath: music + "/b.flac")
-        let mpd = try RealMPD(music: music, name: "playing-\(state)")
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=d=59.9995:r=44100", "-ac", "2", "-sample_fmt", "s16",
+                          "-c:a", ext == "wav" ? "pcm_s16le" : "flac", music + "/a.\(ext)"])
+        try FileManager.default.copyItem(atPath: music + "/a.\(ext)", toPath: music + "/b.\(ext)")
+        let mpd = try RealMPD(music: music, name: "playing-\(state)-\(ext)")
         defer { mpd.stop() }
         let d = try playdOverMusic(music)
         func run(_ socket: String) throws -> [[String]] {
@@ -459,12 +461,12 @@ struct MPDDifferentialTests {
                 while let l = c.readLine(timeoutMillis: 5000) { if l == "OK" || l.hasPrefix("ACK") { break }; out.append(l) }
                 return out
             }
-            _ = ask("add a.flac"); _ = ask("add b.flac"); _ = ask("play 0")
+            _ = ask("add a.\(ext)"); _ = ask("add b.\(ext)"); _ = ask("play 0")
             // Playing for real: the position has moved (a wait on the server's state).
             let deadline = Date().addingTimeInterval(20)
             while Date() < deadline, !(ask("status").first { $0.hasPrefix("elapsed: ") }.map { $0 != "elapsed: 0.000" } ?? false) { usleep(20_000) }
             if state == "pause" { _ = ask("pause 1") }
-            let replies = [ask("status"), ask("currentsong")]
+            let replies = [ask("status"), ask("currentsong"), ask("playlistinfo")]
             _ = ask("stop"); _ = ask("clear")
             return replies
         }
