@@ -1,5 +1,7 @@
+import Foundation
 import Testing
 import CoreStream
+import CoreStreamTestSupport
 
 /// The float → S16 conversion the render thread and the exporter share, against a
 /// reference written the plain way (clamp, scale, round half to even with the standard
@@ -41,5 +43,26 @@ struct SampleConversionTests {
         SampleConversion.toInt16(source, &out, count: source.count)
         let mismatches = zip(source, out).filter { Self.reference($0.0) != $0.1 }.count
         #expect(mismatches == 0)
+    }
+
+    /// The float → S32 conversion (32-bit devices, 32-bit feeds) against the `ffmpeg`
+    /// CLI's on the same samples, full scale and past it included. The CLI rounds where
+    /// playd truncates toward zero, which differs by at most one step of 2^-31, and only
+    /// below 2^-8 of full scale (above it a float's 24 bits times 2^31 is a whole number).
+    @Test func toInt32MatchesTheCLIOnASweep() throws {
+        var rng = SplitMix64(seed: 12)
+        var source: [Float] = (0..<100_000).map { _ in Float(Double(rng.next() % 4_000_001) / 1_000_000 - 2) }
+        source += [0, 1, -1, 0.5, -0.5, 1e-9, -1e-9, 3e-7, 0.999_999_9, -0.999_999_9]
+        let dir = NSTemporaryDirectory() + "playd-s32-\(getpid())"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try source.withUnsafeBytes { try Data($0).write(to: URL(fileURLWithPath: dir + "/in.f32")) }
+        try Shell.ffmpeg(["-f", "f32le", "-ar", "48000", "-ac", "1", "-i", dir + "/in.f32", "-c:a", "pcm_s32le", "-f", "s32le", dir + "/out.s32"])
+        let cli = try Data(contentsOf: URL(fileURLWithPath: dir + "/out.s32")).withUnsafeBytes { Array($0.bindMemory(to: Int32.self)) }
+        #expect(cli.count == source.count)
+        var out = [Int32](repeating: 0, count: source.count)
+        source.withUnsafeBufferPointer { s in out.withUnsafeMutableBufferPointer { SampleConversion.toInt32(s.baseAddress!, $0.baseAddress!, count: s.count) } }
+        let off = zip(out, cli).enumerated().filter { abs(Int64($0.element.0) - Int64($0.element.1)) > 1 }
+        #expect(off.isEmpty, "\(off.count) samples differ by more than one step, the first \(off.prefix(3).map { "\(source[$0.offset]): \($0.element)" })")
     }
 }

@@ -168,11 +168,12 @@ struct StreamTests {
         try h.start()
         let url = "http://127.0.0.1:\(web.port)/\(servedAs)"
         let script = """
-        import sys
+        import sys, time
         from mpd import MPDClient
         c = MPDClient(); c.timeout = 10; c.connect(sys.argv[1])
         c.clear(); c.add(sys.argv[2]); c.play()
-        while c.status()['state'] != 'stop':
+        guard = time.monotonic() + 60  # a hang guard: a clip that never ends fails, not hangs
+        while c.status()['state'] != 'stop' and time.monotonic() < guard:
             c.idle('player')
         print(c.status()['state'])
         """
