@@ -119,8 +119,9 @@ extension AudioDecoder {
         if heldPacket == nil { heldPacket = av_packet_alloc() }
         guard let held = heldPacket else { return false }
         let second = max(1, Int64(timeBase.den) / Int64(max(timeBase.num, 1)))
-        // 64 KiB: more than a FLAC frame holds (at most 65,535 samples of up to 8
-        // channels compress to far less in practice; the header repeats every frame).
+        // 64 KiB read after each byte tried: a frame of 4,096 samples of 16-bit stereo
+        // is at most 16 KiB. A step that finds no header there (a rare larger frame)
+        // counts as past the target, and the search goes lower or leaves it to FFmpeg.
         let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 65_536, alignment: 1)
         defer { scratch.deallocate() }
         var lo = (pos: start, ts: startTS), hi = (pos: size, ts: endTS)
