@@ -438,8 +438,16 @@ final class PulseRecorder {
     }
 
     /// Waits for the sink's tail, stops, and returns the interleaved stereo samples.
+    /// The null sink's monitor goes on delivering (silence once nothing plays), so the
+    /// wait is for parec to have written one more second (192,000 bytes) after this
+    /// call: by then everything the server still held (the pulse plugin keeps up to
+    /// 750 ms) and parec's own buffer are in the file. A fixed 300 ms sleep lost the
+    /// last frames once in a loaded CI run (a seek test saw the source's last 6 frames
+    /// missing). 10 s is a hang guard.
     func finish() throws -> [Float] {
-        usleep(300_000)
+        let from = bytesWritten
+        let deadline = Date().addingTimeInterval(10)
+        while bytesWritten < from + 192_000 && Date() < deadline { usleep(5_000) }
         stop()
         let data = try Data(contentsOf: URL(fileURLWithPath: path))
         return data.withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }.map { Float($0) / 32768 }
