@@ -118,13 +118,18 @@ extension MPDCommands {
         var lines = ["file: \(uri(p, file))"]
         if let m = info.modified { lines.append("Last-Modified: \(isoTime(m))") }
         if let f = info.format { lines.append("Format: \(f)") }
-        for (name, keys) in tagTypes {
-            if let v = keys.lazy.compactMap({ info.tags[$0] }).first, !v.isEmpty {
-                lines.append("\(name): \(v)")  // control characters: blanked on the way out (MPDSession.Reply)
-            }
-        }
+        lines += tagLines(info.tags)
         if let d = info.duration { lines += durationLines(d) }
         return lines
+    }
+
+    /// `tags` as MPD's tag lines, in ``tagTypes``' order, leaving out `except`.
+    /// Control characters in the values are blanked on the way out (MPDSession.Reply).
+    static func tagLines(_ tags: [String: String], except: String? = nil) -> [String] {
+        tagTypes.compactMap { name, keys in
+            guard name != except, let v = keys.lazy.compactMap({ tags[$0] }).first, !v.isEmpty else { return nil }
+            return "\(name): \(v)"
+        }
     }
 
     static func song(_ p: Player, _ index: Int?, path: String?) -> [String] {
@@ -140,9 +145,7 @@ extension MPDCommands {
             } else {
                 // No ICY title: the stream's own tags, as MPD shows an Ogg stream's
                 // Vorbis comments (Artist and Title both; Title alone was shown).
-                for (name, keys) in tagTypes where name != "Name" {
-                    if let v = keys.lazy.compactMap({ t.tags[$0] }).first, !v.isEmpty { lines.append("\(name): \(v)") }
-                }
+                lines += tagLines(t.tags, except: "Name")
             }
             if let name = t.stationName ?? t.tags["name"] { lines.append("Name: \(name)") }
             if let d = t.durationSeconds, !t.isLive { lines += durationLines(d) }
