@@ -35,6 +35,29 @@ public final class ServerProcess: @unchecked Sendable {
         } == 0
     }
 
+    /// `count` consecutive TCP ports on 127.0.0.1, free now, below the kernel's ephemeral
+    /// range (32768–60999 here). For a server a test kills and starts again on the same
+    /// port: in the gap, a port in the ephemeral range can be handed to any socket another
+    /// test process binds to port 0, and the restarted server then fails to bind while its
+    /// clients reconnect to the stranger (a CI run's snapclient never resynced that way).
+    public static func stablePorts(_ count: Int = 1) -> Int {
+        func bindable(_ port: Int) -> Bool {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(fd) }
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_port = in_port_t(UInt16(port).bigEndian)
+            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+            return withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            } == 0
+        }
+        while true {
+            let first = Int.random(in: 20_000...(32_000 - count))
+            if (first..<first + count).allSatisfy(bindable) { return first }
+        }
+    }
+
     /// A TCP port nothing listens on now.
     public static func freePort() -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

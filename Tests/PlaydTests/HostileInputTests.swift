@@ -633,7 +633,7 @@ struct HostileInputTests {
     }
 
     @Test func theLibraryIndexIsPrivateAndTCPPeersAreLoggedByAddress() throws {
-        let port = Int.random(in: 20_000...40_000)
+        let port = ServerProcess.stablePorts()
         // Connections are logged at debug.
         let d = try DaemonHarness(extraConfig: "[library]\nmusic_roots = [\"$DIR\"]\n[mpd]\ntcp = \"127.0.0.1:\(port)\"\n[log]\nlevel = \"debug\"",
                                   output: "null")

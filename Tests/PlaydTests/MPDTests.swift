@@ -357,7 +357,7 @@ struct MPDClientTests {
     /// MPDDifferentialTests compares with real MPD's); an overlong line closes that
     /// connection only, never the daemon.
     @Test func tcpSpeaksAsTheSocketAndOverlongLinesCloseOnlyTheirConnection() throws {
-        let port = 20_000 + Int(getpid() % 20_000)
+        let port = ServerProcess.stablePorts()
         let h = try DaemonHarness(extraConfig: "[mpd]\ntcp = \"127.0.0.1:\(port)\"\npassword = \"\"")
         try h.start()
         let tcp = try Shell.run(["mpc", "-h", "127.0.0.1", "-p", "\(port)", "status"])

@@ -22,7 +22,7 @@ struct MultiroomTests {
             self.dir = dir
             fifo = dir + "/snapfifo"
             rendered = dir + "/client.raw"
-            port = Int.random(in: 20_000...40_000) & ~1
+            port = ServerProcess.stablePorts(2)
         }
 
         func startServer() throws {
@@ -46,7 +46,8 @@ struct MultiroomTests {
             // Ready when its stream port accepts.
             let deadline = Date().addingTimeInterval(10)
             while Date() < deadline {
-                if ServerProcess.listening(port) { return }
+                // Ours, not a stranger on the port: still running once the port accepts.
+                if ServerProcess.listening(port), server?.isRunning == true { return }
                 usleep(50_000)
             }
             throw FixtureError("snapserver did not listen on \(port): \((try? String(contentsOfFile: dir + "/snapserver.log", encoding: .utf8)) ?? "")")
@@ -72,7 +73,8 @@ struct MultiroomTests {
                    text.components(separatedBy: "diff to server").count - 1 >= times { return }
                 usleep(20_000)
             }
-            throw FixtureError("snapclient did not sync within \(seconds) s: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+            func tail(_ path: String) -> String { String(((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").suffix(2500)) }
+            throw FixtureError("snapclient did not sync within \(seconds) s; its log ends:\n\(tail(log))\nsnapserver's log ends:\n\(tail(dir + "/snapserver.log"))")
         }
 
         func killServer() {

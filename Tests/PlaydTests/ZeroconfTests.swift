@@ -120,7 +120,7 @@ struct ZeroconfTests {
     @Test func theMPDListenerIsAnnouncedAndWithdrawn() throws {
         let avahi = try SystemAvahi()
         defer { avahi.stop() }
-        let port = 21_000 + Int(getpid() % 10_000)
+        let port = ServerProcess.stablePorts(2)
         let name = "playd-test-\(getpid())"
         let on = try DaemonHarness(extraConfig: "[mpd]\ntcp = \"127.0.0.1:\(port)\"\nzeroconf_name = \"\(name) @ %h\"", output: "null")
         let off = try DaemonHarness(extraConfig: "[mpd]\ntcp = \"127.0.0.1:\(port + 1)\"\nzeroconf = false\nzeroconf_name = \"\(name)-off\"", output: "null")
@@ -150,7 +150,7 @@ struct ZeroconfTests {
         let avahi = try SystemAvahi()
         defer { avahi.stop() }
         try avahi.stopAvahi()
-        let port = 24_000 + Int(getpid() % 10_000)
+        let port = ServerProcess.stablePorts()
         let name = "playd-late-\(getpid())"
         let d = try DaemonHarness(extraConfig: "[mpd]\ntcp = \"127.0.0.1:\(port)\"\nzeroconf_name = \"\(name)\"", output: "null")
         try d.start()
