@@ -30,6 +30,10 @@ let package = Package(
         .systemLibrary(name: "CLinux"),
         // Zeroconf through Avahi, loaded with dlopen at run time (optional: see its header).
         .target(name: "CZeroconf"),
+        // The web remote's HTTP (issue 44): libmicrohttpd, a C library of 0.3 MB with
+        // the caps a daemon needs built in; swift-nio measured beside it in
+        // docs/benchmarks.md. A C shim makes its two variadic calls.
+        .target(name: "CMicroHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
         // The music library's index. SQLite's C API directly rather than GRDB.swift:
         // GRDB imports Foundation, which adds ~0.8 MB of private memory to the daemon
         // (see docs/library.md), and the queries here are a handful of fixed statements.
@@ -65,7 +69,7 @@ let package = Package(
         .target(name: "PlaydSessions"),
         .target(
             name: "PlaydDaemon",
-            dependencies: ["CoreStream", "CLinux", "CSQLite", "CZeroconf", "PlaydProtocol", "PlaydSessions", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CoreStream", "CLinux", "CSQLite", "CZeroconf", "CMicroHTTPD", "PlaydProtocol", "PlaydSessions", .product(name: "Logging", package: "swift-log")]
         ),
         .executableTarget(
             name: "playd",

@@ -137,6 +137,29 @@ extension DaemonConfig {
             return s
         },
         Key("mpd.max_command_list_size", \.maxCommandListKiB, .restart) { v throws(Error) in try v.int(1...(1 << 20)) },
+        Key("http.listen", \.httpListen, .restart) { v throws(Error) in
+            let addresses = try v.strings()
+            guard addresses.count <= 8 else { throw v.fail("at most 8 addresses") }
+            for a in addresses where WebServer.parseAddress(a) == nil {
+                throw v.fail("'\(a)' is not an address such as \"127.0.0.1:6680\" or \"[::1]:6680\"")
+            }
+            return addresses
+        },
+        Key("http.password", \.httpPassword, .restart) { v throws(Error) in
+            let s = try v.string()
+            guard s.utf8.count <= 1024 else { throw v.fail("at most 1,024 bytes") }
+            return s
+        },
+        Key("http.password_file", \.httpPasswordFile, .restart) { v throws(Error) in try v.string() },
+        Key("http.web_root", \.httpWebRoot, .restart) { v throws(Error) in try v.string() },
+        Key("http.streams", \.httpStreams, .restart) { v throws(Error) in
+            let words = try v.strings()
+            let known = StreamHub.Format.allCases.map(\.rawValue)
+            for w in words where !known.contains(w) { throw v.fail("'\(w)' must be one of \(known.joined(separator: ", "))") }
+            return words
+        },
+        Key("http.stream_buffer_ms", \.httpStreamBufferMillis, .restart) { v throws(Error) in try v.int(50...10_000) },
+        Key("http.max_listeners", \.httpMaxListeners, .restart) { v throws(Error) in try v.int(1...1000) },
         Key("volume.mixer", \.mixer, .restart) { v throws(Error) in try v.word(["software", "hardware", "none"]) },
         Key("volume.mixer_device", \.mixerDevice, .restart) { v throws(Error) in try v.string() },
         Key("volume.mixer_control", \.mixerControl, .restart) { v throws(Error) in try v.string() },

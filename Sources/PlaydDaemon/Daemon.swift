@@ -23,6 +23,8 @@ public final class Daemon: @unchecked Sendable {
     var server: ControlServer!
     /// The Zeroconf announcement of the MPD TCP listener, if any. Control thread.
     var zeroconf: ZeroconfAnnouncer?
+    /// The web remote's listener (`http.listen`), if any. Set in `init`.
+    var web: WebServer?
 
     /// `commands`: the command table (a test adds its own specs to it).
     public init(config: DaemonConfig, logger: Logger, commands: CommandTable = CommandTable()) throws {
@@ -46,11 +48,18 @@ public final class Daemon: @unchecked Sendable {
             return c
         }
         player.post = { [weak server] work in server?.post(work) }
-        player.onNotify = { [unowned server] changes, events in
-            Self.notify(server, player, changes, events)
+        player.onNotify = { [unowned self, unowned server] changes, events in
+            Self.notify(server, self.web, player, changes, events)
         }
-        server.afterTurn = { player.flush() }
-        player.resumeParked = { [unowned server] in server.resumeParked() }
+        server.afterTurn = { [unowned self] in
+            // Parked web requests run again before the flush, as the sockets' do.
+            self.web?.resumeIfWanted()
+            player.flush()
+        }
+        player.resumeParked = { [unowned self, unowned server] in
+            server.resumeParked()
+            self.web?.resumeParked()
+        }
         do {
             server.access = try AccessPolicy.resolve(users: config.allowedUsers, groups: config.allowedGroups)
         } catch {
@@ -115,14 +124,62 @@ public final class Daemon: @unchecked Sendable {
                 }
             }
         }
+        if !config.httpListen.isEmpty {
+            var settings = WebServer.Settings()
+            settings.listen = config.httpListen
+            settings.password = config.httpPassword
+            if !config.httpPasswordFile.isEmpty {
+                guard let bytes = WebServer.readSmallFile(config.httpPasswordFile),
+                      let line = String(decoding: bytes, as: UTF8.self).split(separator: "\n").first.map(String.init),
+                      !line.isEmpty else {
+                    throw DaemonConfig.Error(message: "http.password_file: \(config.httpPasswordFile): not a readable file whose first line is the password")
+                }
+                var password = line
+                while let last = password.last, last == " " || last == "\r" || last == "\t" { password.removeLast() }
+                settings.password = password
+            }
+            settings.webRoot = config.httpWebRoot
+            settings.maxConnections = config.maxConnections
+            settings.maxConnectionsPerAddress = config.maxConnectionsPerUser
+            settings.timeoutSeconds = config.connectionTimeout
+            settings.hub = player.streamHub
+            do {
+                web = try WebServer(settings, makeSession: { JSONSession(player: player, counters: counters) },
+                                    post: { [unowned server] work in server.post(work) },
+                                    log: { [logger] m in logger.warning("\(m)") })
+            } catch {
+                throw DaemonConfig.Error(message: error.message)
+            }
+            logger.info("web remote listening", metadata: ["http.listen": "\(config.httpListen.joined(separator: ", "))"])
+        }
         player.restore()
     }
 
     /// The one place notifications go out: MPD sessions hear the changed subsystems,
-    /// JSON subscribers the events (encoded once for all of them).
-    static func notify(_ server: ControlServer, _ player: Player, _ changes: Changes, _ events: [PlayerEvent]) {
+    /// JSON subscribers and the web remote's event streams the events (encoded once
+    /// for all of them).
+    static func notify(_ server: ControlServer, _ web: WebServer?, _ player: Player, _ changes: Changes, _ events: [PlayerEvent]) {
         let n = Notification(player, changes, events)
         server.notifySessions(n.text)
+        web?.notify(n.lines)
+        if let hub = player.streamHub, !events.isEmpty { hub.setTitle(nowPlaying(player)) }
+    }
+
+    /// "Artist - Title" of what plays, for the listen streams' ICY metadata: a radio's
+    /// own ICY title, else the tags (the file's name without them); empty when stopped.
+    static func nowPlaying(_ p: Player) -> String {
+        let s = p.engine.status()
+        guard let t = s.track, s.state != .stopped else { return "" }
+        if NetworkInput.isStreamURL(t.path), let parts = p.streamTitleParts {
+            return [parts.artist, parts.title].compactMap { $0 }.joined(separator: " - ")
+        }
+        var title: String?, artist: String?
+        for (k, v) in JSONEncoding.metadata(t) {
+            if k == "title" { title = v.stringValue }
+            if k == "artist" { artist = v.stringValue }
+        }
+        let name = title ?? String(t.path.split(separator: "/").last ?? "")
+        return [artist, name].compactMap { $0 }.joined(separator: " - ")
     }
 
     /// What one turn's changes tell each kind of session: MPD's idle subsystems, JSON
@@ -158,6 +215,7 @@ public final class Daemon: @unchecked Sendable {
         server.run()
         SDNotify.send("STOPPING=1")
         zeroconf = nil   // withdraws the announcement before the sockets go
+        web?.stop()      // its threads are answered and joined before the player goes
         player.shutdown()
         logger.info("stopped")
     }

@@ -69,6 +69,21 @@ public struct DaemonConfig: Sendable, Equatable {
     public var mpdSocket = ""
     public var mpdTCP = ""
     public var mpdPassword = ""
+    /// `http.listen`: the web remote's addresses ("127.0.0.1:6680", "[::1]:6680"); off
+    /// when empty. `http.password` or `http.password_file` (its first line): needed on
+    /// any address but loopback. `http.web_root`: where the page's files are (default:
+    /// beside the binary, `../share/playd/web`).
+    public var httpListen: [String] = []
+    public var httpPassword = ""
+    public var httpPasswordFile = ""
+    public var httpWebRoot = ""
+    /// `http.streams`: the listen streams served (`opus`, `mp3`, `flac`, `wav`: at
+    /// /stream.opus …); none when empty. `http.stream_buffer_ms`: the audio a new
+    /// listener gets at once, and a quarter of how far one may fall behind before it is
+    /// dropped. `http.max_listeners`: listeners at once, over all formats.
+    public var httpStreams: [String] = []
+    public var httpStreamBufferMillis = 500
+    public var httpMaxListeners = 32
     /// Announce the MPD TCP listener over Zeroconf (`_mpd._tcp`), as MPD's
     /// zeroconf_enabled; only when `mpd.tcp` is set.
     public var zeroconf = true
@@ -142,7 +157,8 @@ public struct DaemonConfig: Sendable, Equatable {
     }
 
     /// The config's tables; every key is `table.key`.
-    static let sections: Set<String> = ["control", "mpd", "output", "engine", "library", "state", "volume", "replaygain", "announce", "streams", "limits", "log"]
+    /// (From the key table, its one owner: a new table's keys bring the table.)
+    static let sections: Set<String> = Set(keys.map { String($0.name.prefix { $0 != "." }) })
 
     /// Parses `text` (the file at `path`, named in errors).
     public init(toml text: String, path: String) throws(Error) {

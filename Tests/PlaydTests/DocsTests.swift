@@ -78,7 +78,9 @@ struct DocsTests {
         try? FileManager.default.removeItem(atPath: music)
         try Self.musicTree(music)
         defer { try? FileManager.default.removeItem(atPath: music) }
-        let d = try DaemonHarness(extraConfig: "[library]\nmusic_roots = [\"\(music)\"]", output: "null",
+        // The web remote on 6680, as docs/web.md's curl lines name it (below the
+        // ephemeral range; one DocsTests runs at a time).
+        let d = try DaemonHarness(extraConfig: "[library]\nmusic_roots = [\"\(music)\"]\n[http]\nlisten = [\"127.0.0.1:6680\"]", output: "null",
                                   outputKeys: "feeds = [\"fifo:$DIR/snapcast.fifo?format=48000:16:2&name=snapcast\"]")
         _ = try d.start(arguments: ["--socket", "/run/playd/control.sock"], ping: false)
         defer { _ = d.terminate() }

@@ -160,10 +160,28 @@ public final class FeedOutput: @unchecked Sendable {
     /// the default 250 ms period.
     public static let ringFrames = 32 * 1024
 
+    /// A tap's consumer instead of a FIFO (the HTTP listen stream, ``StreamHub``): called
+    /// on the feed thread with each converted chunk (bytes, byte count).
+    let sink: (@Sendable (UnsafeRawPointer, Int) -> Void)?
+
+    /// A feed that hands what the device plays, converted to `format`, to `sink` on the
+    /// feed thread instead of writing a FIFO: the same pacing and the same frames.
+    public init(tapNamed name: String, format: FeedFormat, sink: @escaping @Sendable (UnsafeRawPointer, Int) -> Void) {
+        self.name = name
+        self.path = ""
+        self.format = format
+        self.spec = "tap:\(name)?format=\(format)"
+        self.sink = sink
+        ring = FrameRing(minimumCapacity: Self.ringFrames, channels: 2)
+        wake = EventFD.make()
+        scratch = .allocate(capacity: scratchFrames * 8)
+    }
+
     /// Makes a feed from `fifo:PATH[?format=R:B:C][&name=NAME]`. The name defaults to `fifo`.
     public init(spec: String) throws(StreamError) {
         (path, format, name) = try Self.parse(spec: spec)
         self.spec = spec
+        sink = nil
         ring = FrameRing(minimumCapacity: Self.ringFrames, channels: 2)
         wake = EventFD.make()
         scratch = .allocate(capacity: scratchFrames * 8)
@@ -409,6 +427,12 @@ public final class FeedOutput: @unchecked Sendable {
 
     /// Writes whole frames, at most `PIPE_BUF` bytes per call so each write is atomic.
     private func send(_ bytes: UnsafeRawPointer, frames: Int, counted: Bool = true) {
+        if let sink {
+            sink(bytes, frames * format.bytesPerFrame)
+            if counted { written.add(frames, ordering: .relaxed) }
+            setState(.writing)
+            return
+        }
         if fd < 0 && !openFIFO() {
             if counted { dropped.add(frames, ordering: .relaxed) }
             return

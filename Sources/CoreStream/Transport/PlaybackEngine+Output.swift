@@ -74,7 +74,7 @@ extension PlaybackEngine {
                                  state: negotiated == nil ? "closed" : "open",
                                  format: negotiated?.description)]
         for f in configuration.feeds {
-            list.append(OutputReport(name: f.name, kind: "fifo", spec: f.spec, enabled: f.isEnabled,
+            list.append(OutputReport(name: f.name, kind: f.sink == nil ? "fifo" : "http", spec: f.spec, enabled: f.isEnabled,
                                      state: f.state.name, format: f.format.description,
                                      framesWritten: f.framesWritten, framesDropped: f.framesDropped,
                                      error: f.lastError))

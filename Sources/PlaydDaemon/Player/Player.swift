@@ -21,6 +21,10 @@ public final class Player: @unchecked Sendable {
     public internal(set) var config: DaemonConfig
     let logger: Logger
     public let engine: PlaybackEngine
+    /// The "listen here" streams (`http.streams`, issue 45), fed by a tap on the local
+    /// output named ``streamOutputName``; nil without them.
+    public let streamHub: StreamHub?
+    public static let streamOutputName = "stream"
     /// Measured loudness of the queued files (Player+Loudness.swift).
     let loudness = LoudnessStore()
     let statePath: String
@@ -195,6 +199,17 @@ public final class Player: @unchecked Sendable {
         ec.ringFrames = config.ringFrames
         ec.formatChange = PlaybackEngine.FormatChange(rawValue: config.formatChange) ?? .resample
         ec.feeds = try config.feeds.map { spec throws(StreamError) in try FeedOutput(spec: spec) }
+        if !config.httpListen.isEmpty && !config.httpStreams.isEmpty {
+            guard !ec.feeds.contains(where: { $0.name == Self.streamOutputName }) else {
+                throw DaemonConfig.Error(message: "output.feeds: the name '\(Self.streamOutputName)' is the listen stream's (http.streams): give that feed another ?name=")
+            }
+            let hub = StreamHub(formats: config.httpStreams.compactMap(StreamHub.Format.init(rawValue:)),
+                                maxListeners: config.httpMaxListeners, bufferMillis: config.httpStreamBufferMillis)
+            ec.feeds.append(FeedOutput(tapNamed: Self.streamOutputName, format: StreamHub.pcm) { hub.push($0, bytes: $1) })
+            streamHub = hub
+        } else {
+            streamHub = nil
+        }
         let box = EventSink()
         engine = PlaybackEngine(configuration: ec, logger: logger) { event in box.forward(event) }
         engine.setLoudnessLookup { [loudness] path in loudness.figures(path) }

@@ -233,6 +233,13 @@ enum JSONEncoding {
               ("clients_connected", .int(server.connected)), ("clients_over_limits", .int(server.overLimits)),
               ("clients_timed_out", .int(server.timedOut)),
               ("output_error", outputError)]
+        if let hub = player.streamHub {
+            // The listen streams (http.streams): listeners now, and those dropped for
+            // falling behind (a stalled phone).
+            let c = hub.counts
+            m.append(("listen", .obj(("listeners", .int(Int64(c.listeners))), ("dropped", .int(Int64(c.dropped))),
+                                     ("error", c.error.map(JSON.string) ?? .null))))
+        }
         if let ns = s.lastStartLatencyNanoseconds {
             // From the last play/seek request to its first frame written to the output.
             m.append(("start_latency_ms", .number(Double(ns) / 1e6)))

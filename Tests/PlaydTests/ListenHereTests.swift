@@ -1,0 +1,206 @@
+import Foundation
+import Testing
+import PlaydProtocol
+import CoreStreamTestSupport
+
+/// "Listen here" (issue 45): playd's own output as HTTP streams, heard by real clients
+/// (the `ffmpeg` CLI, mpv, Python's sockets) while playd plays known music through its
+/// paced null output (no sound card: the stream is paced by that clock).
+@Suite("Listen here: HTTP audio streams", .serialized)
+struct ListenHereTests {
+    /// Music: a two-tone chord whose pitch sweeps (so every moment differs from the
+    /// next and a match is one place), 48 kHz stereo, tagged.
+    static func music(_ dir: String, _ name: String, title: String, seconds: Int = 30) throws -> String {
+        let path = dir + "/" + name
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "aevalsrc='0.3*sin(2*PI*(300*t+40*t*t))+0.2*sin(2*PI*(1200*t-15*t*t))|0.3*sin(2*PI*(500*t+25*t*t))':s=48000:d=\(seconds)",
+                          "-metadata", "title=\(title)", "-metadata", "artist=Listen Band", path])
+        return path
+    }
+
+    static func harness(_ streams: String = #"["opus", "mp3", "flac", "wav"]"#, extra: String = "", name: String = #function) throws -> (DaemonHarness, Int) {
+        let port = ServerProcess.stablePorts()
+        let h = try DaemonHarness(extraConfig: "[http]\nlisten = [\"127.0.0.1:\(port)\"]\nstreams = \(streams)\n\(extra)", output: "null", name: name)
+        try h.start()
+        return (h, port)
+    }
+
+    /// Left-channel samples of interleaved S16LE stereo.
+    static func left(_ data: Data) -> [Float] {
+        data.withUnsafeBytes { raw in
+            let s = raw.bindMemory(to: Int16.self)
+            return stride(from: 0, to: s.count - 1, by: 2).map { Float(s[$0]) / 32768 }
+        }
+    }
+
+    /// The best normalized cross-correlation of a 4,096-sample window of `heard` (from
+    /// its middle) against `reference`: where the music is found and how well it
+    /// matches (1: the same samples). A search on 8× decimated signals finds the place,
+    /// then every offset within 64 samples of it is tried at full rate.
+    static func bestMatch(_ heard: [Float], in reference: [Float]) -> (offset: Int, score: Float) {
+        let n = 4096
+        guard heard.count > n * 2, reference.count > n else { return (-1, 0) }
+        let start = heard.count / 2 - n / 2
+        let w = Array(heard[start..<start + n])
+        func decimate(_ x: [Float]) -> [Float] {
+            stride(from: 0, to: x.count - 7, by: 8).map { i in (0..<8).reduce(Float(0)) { $0 + x[i + $1] } / 8 }
+        }
+        func search(_ x: [Float], _ r: [Float], _ offsets: ClosedRange<Int>) -> (Int, Float) {
+            let m = x.count
+            let xNorm = sqrt(x.reduce(0) { $0 + $1 * $1 })
+            var best: (Int, Float) = (-1, -1)
+            r.withUnsafeBufferPointer { r in
+                x.withUnsafeBufferPointer { x in
+                    for off in offsets where off >= 0 && off + m <= r.count {
+                        var dot: Float = 0, energy: Float = 0
+                        for i in 0..<m { dot += x[i] * r[off + i]; energy += r[off + i] * r[off + i] }
+                        let score = dot / max(1e-9, xNorm * sqrt(max(energy, 1e-12)))
+                        if score > best.1 { best = (off, score) }
+                    }
+                }
+            }
+            return best
+        }
+        let coarse = search(decimate(w), decimate(reference), 0...(reference.count / 8))
+        return search(w, reference, (coarse.0 * 8 - 64)...(coarse.0 * 8 + 64))
+    }
+
+    /// What the `ffmpeg` CLI decodes of `url` in `seconds`, as S16LE stereo 48 kHz.
+    static func ffmpegListens(_ url: String, seconds: Int, dir: String, name: String) throws -> Data {
+        let out = dir + "/heard-\(name).raw"
+        let r = try Shell.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-t", "\(seconds)", "-i", url, "-f", "s16le", "-ac", "2", "-ar", "48000", out])
+        #expect(r.status == 0, "ffmpeg: \(r.stderr)")
+        return try Data(contentsOf: URL(fileURLWithPath: out))
+    }
+
+    static func reference(_ path: String, dir: String) throws -> [Float] {
+        let out = dir + "/reference.raw"
+        let r = try Shell.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", path, "-f", "s16le", "-ac", "2", "-ar", "48000", out])
+        #expect(r.status == 0)
+        return left(try Data(contentsOf: URL(fileURLWithPath: out)))
+    }
+
+    @Test(arguments: [("wav", Float(0.999)), ("flac", 0.999), ("mp3", 0.9), ("opus", 0.9)])
+    func ffmpegHearsTheMusicInEachFormat(format: String, floor: Float) throws {
+        let (h, port) = try Self.harness(name: "ffmpeg\(format)")
+        let track = try Self.music(h.dir, "sweep.flac", title: "Sweep")
+        let reference = try Self.reference(track, dir: h.dir)
+        #expect(h.request("play", ("path", .string(track)))?["ok"]?.boolValue == true)
+        let heard = Self.left(try Self.ffmpegListens("http://127.0.0.1:\(port)/stream.\(format)", seconds: 4, dir: h.dir, name: format))
+        #expect(heard.count >= 4 * 48000 * 9 / 10, "heard \(heard.count) frames")
+        let match = Self.bestMatch(heard, in: reference)
+        // Lossless formats are the CLI's decode to the sample (volume 100); lossy ones
+        // the same music, within what the encoder changes.
+        #expect(match.score >= floor, "\(format): best match \(match.score) at \(match.offset)")
+        let status = try #require(h.request("status"))
+        #expect(status["underruns"]?.numberValue == 0)
+        _ = h.terminate()
+    }
+
+    @Test func mpvHearsTheOpusAndMP3Streams() throws {
+        let (h, port) = try Self.harness(name: "mpv")
+        let track = try Self.music(h.dir, "sweep.flac", title: "Sweep")
+        let reference = try Self.reference(track, dir: h.dir)
+        #expect(h.request("play", ("path", .string(track)))?["ok"]?.boolValue == true)
+        for format in ["opus", "mp3"] {
+            let wav = h.dir + "/mpv-\(format).wav"
+            let r = try Shell.run(["mpv", "--no-config", "--no-video", "--ao=pcm", "--ao-pcm-file=\(wav)", "--audio-samplerate=48000",
+                                   "--audio-channels=stereo", "--audio-format=s16", "--length=4", "http://127.0.0.1:\(port)/stream.\(format)"])
+            #expect(r.status == 0, "mpv \(format): \(r.stderr)")
+            let data = try Data(contentsOf: URL(fileURLWithPath: wav))
+            let heard = Self.left(data.count > 44 ? data.subdata(in: 44..<data.count) : Data())
+            let match = Self.bestMatch(heard, in: reference)
+            #expect(match.score >= 0.9, "mpv \(format): best match \(match.score) at \(match.offset), \(heard.count) frames")
+        }
+        _ = h.terminate()
+    }
+
+    /// ICY metadata names the track, and the next one after `next`; a listener that
+    /// did not ask for it gets none (its bytes are all audio).
+    @Test func icyTitlesFollowTheTrack() throws {
+        let (h, port) = try Self.harness(#"["mp3"]"#)
+        let a = try Self.music(h.dir, "a.flac", title: "First Song")
+        let b = try Self.music(h.dir, "b.flac", title: "Second Song")
+        #expect(h.request("add", ("paths", .array([.string(a), .string(b)])))?["ok"]?.boolValue == true)
+        #expect(h.request("play")?["ok"]?.boolValue == true)
+        let script = Fixtures.repositoryRoot.path + "/Tests/Web/listen.py"
+        let reader = Process()
+        reader.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        reader.arguments = [script, "icy", "http://127.0.0.1:\(port)/stream.mp3", "Listen Band - First Song", "Listen Band - Second Song"]
+        let pipe = Pipe()
+        reader.standardOutput = pipe
+        try reader.run()
+        // The change is made once the listener has heard the first title.
+        var seen = ""
+        let handle = pipe.fileHandleForReading
+        while !seen.contains("First Song") {
+            let d = handle.availableData
+            if d.isEmpty { break }
+            seen += String(decoding: d, as: UTF8.self)
+        }
+        #expect(h.request("next")?["ok"]?.boolValue == true)
+        seen += String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+        reader.waitUntilExit()
+        #expect(reader.terminationStatus == 0, "titles seen: \(seen)")
+        _ = h.terminate()
+    }
+
+    /// 20 listeners, one of them stalled (it never reads): the others keep receiving
+    /// for the whole time, the stalled one is dropped, memory stays bounded, the local
+    /// output has no underrun.
+    @Test func twentyListenersWithOneStalled() throws {
+        let (h, port) = try Self.harness(#"["wav"]"#, extra: "stream_buffer_ms = 100")
+        let track = try Self.music(h.dir, "long.flac", title: "Long", seconds: 60)
+        #expect(h.request("play", ("path", .string(track)))?["ok"]?.boolValue == true)
+        let before = try Self.privateKiB(h)
+        let seconds = 20
+        let r = try Shell.run(["/usr/bin/python3", Fixtures.repositoryRoot.path + "/Tests/Web/listen.py", "crowd",
+                               "http://127.0.0.1:\(port)/stream.wav", "20", "\(seconds)"])
+        let summary = try JSON.parse(String(decoding: r.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(summary["errors"]?.arrayValue?.isEmpty == true, "\(summary.text)")
+        // Each reader got at least half of real time's 192,000 bytes a second (a reader
+        // held up by the stalled one would get a pipe's worth and stop).
+        for (i, b) in (summary["bytes"]?.arrayValue ?? []).enumerated() {
+            #expect((b.numberValue ?? 0) >= Double(seconds * 192_000 / 2), "reader \(i) got \(b.numberValue ?? 0) bytes")
+        }
+        let listen = try #require(h.request("status")?["listen"])
+        #expect((listen["dropped"]?.numberValue ?? 0) >= 1, "the stalled listener was not dropped: \(listen.text)")
+        let after = try Self.privateKiB(h)
+        // Bounded: each listener's queue is capped (64 KiB here); 20 of them and their
+        // threads are a few MiB, not the 3.8 MB a second the stream sends.
+        #expect(after - before < 16 * 1024, "private memory grew \(after - before) KiB")
+        let status = try #require(h.request("status"))
+        #expect(status["underruns"]?.numberValue == 0)
+        #expect(h.waitFor(seconds: 20) { h.request("status")?["listen"]?["listeners"]?.numberValue == 0 },
+                "listeners left: \(h.request("status")?["listen"]?.text ?? "")")
+        _ = h.terminate()
+    }
+
+    static func privateKiB(_ h: DaemonHarness) throws -> Int {
+        let pid = try #require(h.process?.processIdentifier)
+        let text = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        let line = try #require(text.split(separator: "\n").first { $0.hasPrefix("RssAnon:") })
+        return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
+    }
+
+    /// The page's "Listen on this phone" plays /stream.* in the browser (checked by
+    /// remote.py); here: a stream not configured is 404, a listener cap is 503.
+    @Test func unknownStreamsAndTheListenerCap() throws {
+        let (h, port) = try Self.harness(#"["mp3"]"#, extra: "max_listeners = 1")
+        func code(_ path: String) throws -> String {
+            let r = try Shell.run(["curl", "-s", "-m", "3", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(port)\(path)"])
+            return String(decoding: r.stdout, as: UTF8.self)
+        }
+        #expect(try code("/stream.opus") == "404")
+        #expect(try code("/stream.ogg") == "404")
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        holder.arguments = ["-s", "-o", "/dev/null", "http://127.0.0.1:\(port)/stream.mp3"]
+        try holder.run()
+        #expect(h.waitFor(seconds: 20) { h.request("status")?["listen"]?["listeners"]?.numberValue == 1 })
+        #expect(try code("/stream.mp3") == "503")
+        // SIGKILL: a child of the test process inherits its blocked SIGTERM.
+        kill(holder.processIdentifier, SIGKILL)
+        holder.waitUntilExit()
+        _ = h.terminate()
+    }
+}
