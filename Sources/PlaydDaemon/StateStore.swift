@@ -166,8 +166,10 @@ final class StateWriter: Sendable {
     private let newest = Locked<(text: String, path: String)?>(nil)
     /// Held while a document is taken and written, so shutdown's last write and the
     /// worker's never share the temporary file, and none is written after it. Taken by
-    /// the worker and by ``writeNow``, before `newest`.
-    private let writing = Locked<Void>(())
+    /// the worker and by ``writeNow``, before `newest`. It counts the documents written:
+    /// a `Locked<Void>` has no storage of its own, and ThreadSanitizer took the inout
+    /// access to its empty value for an unlocked one (CI, 2026-11-27).
+    private let writing = Locked<Int>(0)
     private let logger: Logger
 
     init(logger: Logger) { self.logger = logger }
@@ -183,18 +185,20 @@ final class StateWriter: Sendable {
         worker.submit { [self] in
             // The document is taken under `writing`: taken before it, an older state
             // could be written after shutdown's last one.
-            writing.withLock { _ in
+            writing.withLock { written in
                 guard let job = newest.withLock({ n -> (text: String, path: String)? in defer { n = nil }; return n }) else { return }
                 save(job.text, job.path)
+                written += 1
             }
         }
     }
 
     /// Writes `text` now, on this thread, and drops what waits: at shutdown.
     func writeNow(_ text: String, to path: String) {
-        writing.withLock { _ in
+        writing.withLock { written in
             newest.withLock { $0 = nil }
             save(text, path)
+            written += 1
         }
     }
 

@@ -66,6 +66,9 @@ public final class StreamHub: @unchecked Sendable {
         var title = ""
         var dropped = 0
         var lastError: String?
+        /// `closeAll` has run: no listener joins after it (the daemon stops, and a
+        /// late one would hold its connection's thread, which the stop waits for).
+        var closed = false
     }
     private let state = Mutex(State())
 
@@ -93,6 +96,7 @@ public final class StreamHub: @unchecked Sendable {
     public func attach(_ format: Format, icy: Bool) throws(AttachError) -> Listener {
         guard formats.contains(format) else { throw .notEnabled }
         let result: Result<Listener, AttachError> = state.withLock { s in
+            guard !s.closed else { return .failure(.full) }
             guard s.listeners.count < maxListeners else { return .failure(.full) }
             if s.encoders[format] == nil {
                 do throws(StreamError) {
@@ -124,7 +128,7 @@ public final class StreamHub: @unchecked Sendable {
 
     /// Ends every listener (the daemon stops).
     public func closeAll() {
-        for l in state.withLock({ Array($0.listeners.values) }) { l.close() }
+        for l in state.withLock({ s -> [Listener] in s.closed = true; return Array(s.listeners.values) }) { l.close() }
     }
 
     /// PCM the device played (48000:16:2, little-endian). Feed thread.

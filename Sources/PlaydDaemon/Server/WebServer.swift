@@ -159,7 +159,9 @@ final class WebServer: @unchecked Sendable {
     /// thread, on the way out; the threads waiting for the control thread get their
     /// answers first (`answerAll`).
     func stop() {
-        let unanswered = waiting.withLock { w -> [Answer] in w.stopped = true; return Array(w.answers.values) }
+        // Under `streams`' lock too: an event stream registered after this sweep saw
+        // `stopped` first (see `events`).
+        let unanswered = streams.withLock { _ in waiting.withLock { w -> [Answer] in w.stopped = true; return Array(w.answers.values) } }
         let bye = Array((error(.internal, "playd is stopping").text + "\n").utf8)
         for a in unanswered { a.give(bye) }
         for s in streams.withLock({ Array($0.values) }) { s.close() }
@@ -576,7 +578,13 @@ final class WebServer: @unchecked Sendable {
     private func events(_ c: OpaquePointer) -> MHD_Result {
         let stream = EventStream()
         let id = ObjectIdentifier(stream)
-        streams.withLock { $0[id] = stream }
+        // Registered unless `stop` has begun: one made after its sweep would never be
+        // closed, and libmicrohttpd's stop would wait for its thread for ever.
+        guard streams.withLock({ list -> Bool in
+            guard !waiting.withLock({ $0.stopped }) else { return false }
+            list[id] = stream
+            return true
+        }) else { return send(c, 503, error(.internal, "playd is stopping")) }
         let retained = Unmanaged.passRetained(StreamBox(stream: stream, server: self)).toOpaque()
         guard let response = MHD_create_response_from_callback(UInt64.max, 4096, Self.streamReader, retained, Self.streamFree) else {
             streams.withLock { _ = $0.removeValue(forKey: id) }
