@@ -24,6 +24,12 @@ public final class ServerProcess: @unchecked Sendable {
 
     /// Whether something accepts TCP connections on 127.0.0.1:`port`.
     public static func listening(_ port: Int) -> Bool {
+        onLoopback(port) { fd, addr, len in connect(fd, addr, len) } == 0
+    }
+
+    /// `call` on a new TCP socket with 127.0.0.1:`port` (connect, bind); the socket is
+    /// closed after.
+    static func onLoopback(_ port: Int, _ call: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var addr = sockaddr_in()
@@ -31,8 +37,8 @@ public final class ServerProcess: @unchecked Sendable {
         addr.sin_port = in_port_t(UInt16(port).bigEndian)
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
         return withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        } == 0
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { call(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
     }
 
     /// `count` consecutive TCP ports on 127.0.0.1, free now, below the kernel's ephemeral
@@ -41,17 +47,7 @@ public final class ServerProcess: @unchecked Sendable {
     /// test process binds to port 0, and the restarted server then fails to bind while its
     /// clients reconnect to the stranger (a CI run's snapclient never resynced that way).
     public static func stablePorts(_ count: Int = 1) -> Int {
-        func bindable(_ port: Int) -> Bool {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            defer { close(fd) }
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_port = in_port_t(UInt16(port).bigEndian)
-            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-            return withUnsafePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            } == 0
-        }
+        func bindable(_ port: Int) -> Bool { onLoopback(port) { fd, addr, len in bind(fd, addr, len) } == 0 }
         while true {
             let first = Int.random(in: 20_000...(32_000 - count))
             if (first..<first + count).allSatisfy(bindable) { return first }

@@ -63,14 +63,21 @@ public final class StreamHub: @unchecked Sendable {
     private struct State {
         var listeners: [ObjectIdentifier: Listener] = [:]
         var encoders: [Format: PerFormat] = [:]
-        var title = ""
-        var dropped = 0
-        var lastError: String?
         /// `closeAll` has run: no listener joins after it (the daemon stops, and a
         /// late one would hold its connection's thread, which the stop waits for).
         var closed = false
     }
     private let state = Mutex(State())
+    /// What the control thread and the connections read or set (counts, the title,
+    /// the last error): its own lock, held for a moment, never while encoding; the
+    /// feed thread holds `state` through each encode.
+    private struct Shown {
+        var listeners = 0
+        var dropped = 0
+        var lastError: String?
+        var title = ""
+    }
+    private let shown = Mutex(Shown())
 
     public init(formats: [Format], maxListeners: Int, bufferMillis: Int) {
         self.formats = formats
@@ -80,15 +87,15 @@ public final class StreamHub: @unchecked Sendable {
 
     /// Listeners now, listeners dropped for falling behind, the last encoder error.
     public var counts: (listeners: Int, dropped: Int, error: String?) {
-        state.withLock { ($0.listeners.count, $0.dropped, $0.lastError) }
+        shown.withLock { ($0.listeners, $0.dropped, $0.lastError) }
     }
 
     /// The title ICY metadata carries ("Artist - Title"). Control thread.
     public func setTitle(_ title: String) {
-        state.withLock { $0.title = title }
+        shown.withLock { $0.title = title }
     }
 
-    var title: String { state.withLock { $0.title } }
+    var title: String { shown.withLock { $0.title } }
 
     public enum AttachError: Error, Equatable { case notEnabled, full, encoder(String) }
 
@@ -102,7 +109,7 @@ public final class StreamHub: @unchecked Sendable {
                 do throws(StreamError) {
                     s.encoders[format] = PerFormat(encoder: try StreamEncoder(format))
                 } catch {
-                    s.lastError = error.message
+                    shown.withLock { $0.lastError = error.message }
                     return .failure(.encoder(error.message))
                 }
             }
@@ -111,6 +118,8 @@ public final class StreamHub: @unchecked Sendable {
             l.append(f.encoder.header)
             for unit in f.backlog { l.append(unit) }
             s.listeners[ObjectIdentifier(l)] = l
+            let n = s.listeners.count
+            shown.withLock { $0.listeners = n }
             return .success(l)
         }
         return try result.get()
@@ -122,6 +131,8 @@ public final class StreamHub: @unchecked Sendable {
         l.close()
         state.withLock { s in
             s.listeners[ObjectIdentifier(l)] = nil
+            let n = s.listeners.count
+            shown.withLock { $0.listeners = n }
             if !s.listeners.values.contains(where: { $0.format == l.format }) { s.encoders[l.format] = nil }
         }
     }
@@ -140,7 +151,7 @@ public final class StreamHub: @unchecked Sendable {
                 do throws(StreamError) {
                     units = try s.encoders[format]!.encoder.encode(pcm, bytes: bytes)
                 } catch {
-                    s.lastError = error.message
+                    shown.withLock { $0.lastError = error.message }
                     continue
                 }
                 guard !units.isEmpty else { continue }
@@ -154,7 +165,7 @@ public final class StreamHub: @unchecked Sendable {
                 }
                 for l in s.listeners.values where l.format == format {
                     for unit in units where !l.append(unit) {
-                        s.dropped += 1
+                        shown.withLock { $0.dropped += 1 }
                         break
                     }
                 }
