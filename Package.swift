@@ -34,6 +34,15 @@ let package = Package(
         // the caps a daemon needs built in; swift-nio measured beside it in
         // docs/benchmarks.md. A C shim makes its two variadic calls.
         .target(name: "CMicroHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
+        // The native PipeWire output (issue 46): libpipewire's stream API is macros and
+        // inline functions (SPA pods), so its calls live in a C shim; the ring the render
+        // thread and PipeWire's data thread share is there too (see its header).
+        // Debian 12's paths for libpipewire-0.3-dev (pkg-config --cflags libpipewire-0.3).
+        .target(
+            name: "CPipeWire",
+            cSettings: [.unsafeFlags(["-I/usr/include/pipewire-0.3", "-I/usr/include/spa-0.2", "-D_REENTRANT"])],
+            linkerSettings: [.linkedLibrary("pipewire-0.3")]
+        ),
         // The music library's index. SQLite's C API directly rather than GRDB.swift:
         // GRDB imports Foundation, which adds ~0.8 MB of private memory to the daemon
         // (see docs/library.md), and the queries here are a handful of fixed statements.
@@ -54,7 +63,7 @@ let package = Package(
         .target(
             name: "CoreStream",
             dependencies: [
-                "CFFmpeg", "CALSA", "CLinux", "CEBUR128",
+                "CFFmpeg", "CALSA", "CLinux", "CEBUR128", "CPipeWire",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -160,7 +160,7 @@ extension DaemonConfig {
         },
         Key("http.stream_buffer_ms", \.httpStreamBufferMillis, .restart) { v throws(Error) in try v.int(50...10_000) },
         Key("http.max_listeners", \.httpMaxListeners, .restart) { v throws(Error) in try v.int(1...1000) },
-        Key("volume.mixer", \.mixer, .restart) { v throws(Error) in try v.word(["software", "hardware", "none"]) },
+        Key("volume.mixer", \.mixer, .restart) { v throws(Error) in try v.word(["software", "hardware", "pipewire", "none"]) },
         Key("volume.mixer_device", \.mixerDevice, .restart) { v throws(Error) in try v.string() },
         Key("volume.mixer_control", \.mixerControl, .restart) { v throws(Error) in try v.string() },
         Key("volume.start", \.volumeStart, .restart) { v throws(Error) in try v.int(-1...100) },

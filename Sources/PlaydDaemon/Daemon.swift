@@ -162,24 +162,34 @@ public final class Daemon: @unchecked Sendable {
         let n = Notification(player, changes, events)
         server.notifySessions(n.text)
         web?.notify(n.lines)
-        if let hub = player.streamHub, !events.isEmpty { hub.setTitle(nowPlaying(player)) }
+        guard !events.isEmpty else { return }
+        let now = nowPlayingParts(player)
+        player.streamHub?.setTitle([now.artist, now.title].compactMap { $0 }.joined(separator: " - "))
+        player.engine.setOutputMedia(artist: now.artist, title: now.title, album: now.album)
     }
 
     /// "Artist - Title" of what plays, for the listen streams' ICY metadata: a radio's
     /// own ICY title, else the tags (the file's name without them); empty when stopped.
     static func nowPlaying(_ p: Player) -> String {
+        let now = nowPlayingParts(p)
+        return [now.artist, now.title].compactMap { $0 }.joined(separator: " - ")
+    }
+
+    /// What plays as artist, title and album (the listen streams' ICY title, the
+    /// PipeWire stream's media properties); all nil when stopped.
+    static func nowPlayingParts(_ p: Player) -> (artist: String?, title: String?, album: String?) {
         let s = p.engine.status()
-        guard let t = s.track, s.state != .stopped else { return "" }
+        guard let t = s.track, s.state != .stopped else { return (nil, nil, nil) }
         if NetworkInput.isStreamURL(t.path), let parts = p.streamTitleParts {
-            return [parts.artist, parts.title].compactMap { $0 }.joined(separator: " - ")
+            return (parts.artist, parts.title, nil)
         }
-        var title: String?, artist: String?
+        var title: String?, artist: String?, album: String?
         for (k, v) in JSONEncoding.metadata(t) {
             if k == "title" { title = v.stringValue }
             if k == "artist" { artist = v.stringValue }
+            if k == "album" { album = v.stringValue }
         }
-        let name = title ?? String(t.path.split(separator: "/").last ?? "")
-        return [artist, name].compactMap { $0 }.joined(separator: " - ")
+        return (artist, title ?? String(t.path.split(separator: "/").last ?? ""), album)
     }
 
     /// What one turn's changes tell each kind of session: MPD's idle subsystems, JSON

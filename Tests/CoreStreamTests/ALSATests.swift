@@ -196,40 +196,7 @@ struct ALSATests {
         e.resume()
         #expect(waitUntil(seconds: 10) { e.status().state == .stopped })
         e.shutdown()
-        let m = try session.finish()
-        let rec = m.rec, source = m.source, frames = m.frames, ramp = 240
-        /// Where a linear ramp over `range` of source frames (at offset o) started, from
-        /// each loud frame's gain: k − 240·g rising, k − 240·(1 − g) falling.
-        func rampStart(_ range: Range<Int>, _ o: Int, rising: Bool) -> Double? {
-            var starts: [Double] = []
-            for k in range where k >= 0 && k < frames && k + o >= 0 && (k + o) * 2 < rec.count && abs(source[2 * k]) > 0.05 {
-                let g = Double(rec[2 * (k + o)]) / Double(source[2 * k])
-                guard g > 0.05 && g < 0.95 else { continue }
-                starts.append(Double(k) - Double(ramp) * (rising ? g : 1 - g))
-            }
-            return starts.isEmpty ? nil : starts.sorted()[starts.count / 2]
-        }
-        let (settled, o1) = try m.firstRun()
-        if let firstOff = (settled..<frames).first(where: { !m.matches($0 + o1, $0) }) {
-            let p = try #require(rampStart((firstOff - 20)..<(firstOff + ramp + 20), o1, rising: false), "no ramp-out")
-            // After the ramp-out: the recording is the source again, at the same offset
-            // or a later one.
-            let gapEnd = try #require(((firstOff + o1 + ramp)..<(rec.count / 2)).first { abs(rec[2 * $0]) > 0.02 }, "nothing after the pause")
-            let found = m.align(from: firstOff + 3 * ramp, near: gapEnd - firstOff - ramp, radius: 4 * ramp)
-            let o2 = try #require(found,
-                                  "after the pause the recording is not the source near frame \(firstOff + ramp)")
-            let q = try #require(rampStart((firstOff + ramp - 20)..<(firstOff + 2 * ramp + 20), o2, rising: true), "no ramp-in")
-            #expect(abs(q - p - Double(ramp)) <= 1.5,
-                    "ramp-out from source frame \(p), ramp-in from \(q): \(q - p - Double(ramp)) frames skipped (negative: repeated)")
-            let rest = ((firstOff + 3 * ramp)..<frames).first { !m.matches($0 + o2, $0) }
-            #expect(rest == nil, "after the ramp-in the recording leaves the source at frame \(rest ?? -1)")
-        } else {
-            // The pause fell inside what the plugin still held, and the resume took the
-            // queued ramp back: the whole source is in the recording once, in order, to
-            // its last frame (seen on a freshly started server). Nothing skipped or
-            // repeated either way; the recording must reach the end.
-            #expect((frames - 1 + o1 + 1) * 2 <= rec.count, "the recording stops before the source's end")
-        }
+        try session.finish().expectPauseRepeatsNothing()
     }
 
     /// A seek through the pulse plugin: what PulseAudio recorded is the source up to the
@@ -248,31 +215,9 @@ struct ALSATests {
         try e.seek(to: Int64(target))
         #expect(waitUntil(seconds: 10) { e.status().state == .stopped })
         e.shutdown()
-        let m = try session.finish()
-        let rec = m.rec, frames = m.frames, ramp = 240
-        let (settled, o1) = try m.firstRun()
-        // Where it leaves the first run for good (a millisecond of no match: one frame
-        // off by more than 2 LSB is not a cut).
-        let cut = try #require((settled..<frames).first { k in !(k..<(k + 48)).contains { m.matches($0 + o1, $0) } },
-                               "the recording never leaves the first run")
-        // Left where it was heard, not up to 750 ms later: the old queue was dropped.
         // (The seek came right after `heard` was read; 250 ms leaves room for a loaded
         // machine and is a third of what the plugin holds.)
-        // (The position is the plugin's delay read back: a few ms either way.)
-        #expect(cut + 4_800 >= heard && cut <= heard + 12_000, "the old stream played on to source frame \(cut), heard \(heard) at the seek")
-        // Then the target, after a ramp-in from silence, to the end.
-        // Found within a second of the cut (a loaded machine: once in a CI run the new
-        // stream was not there within 250 ms). Outside #require: its message would
-        // print the whole recording.
-        let found = m.align(from: target + 3 * ramp, near: cut + o1 - target + 23_000, radius: 24_000)
-        let o2 = try #require(found, "within a second after the cut the recording is not the source from frame \(target)")
-        // (The server may start the new stream right where the old one was cut: then
-        // there is no gap to look at.)
-        let quietUntil = max(target + o2, cut + o1 + 1)
-        let stray = ((cut + o1 + 1)..<quietUntil).first { abs(rec[2 * $0]) > 0.02 }
-        #expect(stray == nil, "sound between the cut and the target's ramp-in, at recorded frame \(stray ?? -1)")
-        let rest = ((target + 3 * ramp)..<frames).first { !m.matches($0 + o2, $0) }
-        #expect(rest == nil, "after the ramp-in the recording leaves the source at frame \(rest ?? -1)")
+        try session.finish().expectSeekCut(heard: heard, target: target, within: 12_000)
     }
 
     func waitUntil(seconds: Double, _ condition: () -> Bool) -> Bool {
@@ -451,5 +396,78 @@ final class PulseRecorder {
         stop()
         let data = try Data(contentsOf: URL(fileURLWithPath: path))
         return data.withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }.map { Float($0) / 32768 }
+    }
+}
+
+extension RecordingMatch {
+    /// A pause and a resume, recorded: the source up to a 5 ms ramp-out, silence, then a
+    /// 5 ms ramp-in from where the ramp-out ended and the source to its end, nothing
+    /// repeated or skipped (or, when the pause fell within what the sink still held and
+    /// the resume took the ramp back, the whole source once, in order).
+    func expectPauseRepeatsNothing() throws {
+        let m = self, ramp = 240
+        /// Where a linear ramp over `range` of source frames (at offset o) started, from
+        /// each loud frame's gain: k − 240·g rising, k − 240·(1 − g) falling.
+        func rampStart(_ range: Range<Int>, _ o: Int, rising: Bool) -> Double? {
+            var starts: [Double] = []
+            for k in range where k >= 0 && k < frames && k + o >= 0 && (k + o) * 2 < rec.count && abs(source[2 * k]) > 0.05 {
+                let g = Double(rec[2 * (k + o)]) / Double(source[2 * k])
+                guard g > 0.05 && g < 0.95 else { continue }
+                starts.append(Double(k) - Double(ramp) * (rising ? g : 1 - g))
+            }
+            return starts.isEmpty ? nil : starts.sorted()[starts.count / 2]
+        }
+        let (settled, o1) = try m.firstRun()
+        if let firstOff = (settled..<frames).first(where: { !m.matches($0 + o1, $0) }) {
+            let p = try #require(rampStart((firstOff - 20)..<(firstOff + ramp + 20), o1, rising: false), "no ramp-out")
+            // After the ramp-out: the recording is the source again, at the same offset
+            // or a later one.
+            let gapEnd = try #require(((firstOff + o1 + ramp)..<(rec.count / 2)).first { abs(rec[2 * $0]) > 0.02 }, "nothing after the pause")
+            let found = m.align(from: firstOff + 3 * ramp, near: gapEnd - firstOff - ramp, radius: 4 * ramp)
+            let o2 = try #require(found,
+                                  "after the pause the recording is not the source near frame \(firstOff + ramp)")
+            let q = try #require(rampStart((firstOff + ramp - 20)..<(firstOff + 2 * ramp + 20), o2, rising: true), "no ramp-in")
+            #expect(abs(q - p - Double(ramp)) <= 1.5,
+                    "ramp-out from source frame \(p), ramp-in from \(q): \(q - p - Double(ramp)) frames skipped (negative: repeated)")
+            let rest = ((firstOff + 3 * ramp)..<frames).first { !m.matches($0 + o2, $0) }
+            #expect(rest == nil, "after the ramp-in the recording leaves the source at frame \(rest ?? -1)")
+        } else {
+            // The pause fell inside what the plugin still held, and the resume took the
+            // queued ramp back: the whole source is in the recording once, in order, to
+            // its last frame (seen on a freshly started server). Nothing skipped or
+            // repeated either way; the recording must reach the end.
+            #expect((frames - 1 + o1 + 1) * 2 <= rec.count, "the recording stops before the source's end")
+        }
+    }
+}
+
+extension RecordingMatch {
+    /// A seek, recorded: the source up to about the frame `heard` when the seek was
+    /// asked (left no later than `within` frames after it: the old queue was dropped),
+    /// silence, then the source from `target` after a ramp-in, to its end, nothing
+    /// repeated or skipped.
+    func expectSeekCut(heard: Int, target: Int, within: Int) throws {
+        let m = self, ramp = 240
+        let (settled, o1) = try m.firstRun()
+        // Where it leaves the first run for good (a millisecond of no match: one frame
+        // off by more than 2 LSB is not a cut).
+        let cut = try #require((settled..<frames).first { k in !(k..<(k + 48)).contains { m.matches($0 + o1, $0) } },
+                               "the recording never leaves the first run")
+        // Left where it was heard, not up to 750 ms later: the old queue was dropped.
+        // (The position is the plugin's delay read back: a few ms either way.)
+        #expect(cut + 4_800 >= heard && cut <= heard + within, "the old stream played on to source frame \(cut), heard \(heard) at the seek")
+        // Then the target, after a ramp-in from silence, to the end.
+        // Found within a second of the cut (a loaded machine: once in a CI run the new
+        // stream was not there within 250 ms). Outside #require: its message would
+        // print the whole recording.
+        let found = m.align(from: target + 3 * ramp, near: cut + o1 - target + 23_000, radius: 24_000)
+        let o2 = try #require(found, "within a second after the cut the recording is not the source from frame \(target)")
+        // (The server may start the new stream right where the old one was cut: then
+        // there is no gap to look at.)
+        let quietUntil = max(target + o2, cut + o1 + 1)
+        let stray = ((cut + o1 + 1)..<quietUntil).first { abs(rec[2 * $0]) > 0.02 }
+        #expect(stray == nil, "sound between the cut and the target's ramp-in, at recorded frame \(stray ?? -1)")
+        let rest = ((target + 3 * ramp)..<frames).first { !m.matches($0 + o2, $0) }
+        #expect(rest == nil, "after the ramp-in the recording leaves the source at frame \(rest ?? -1)")
     }
 }

@@ -5,7 +5,8 @@ import CALSA
 ///
 /// The volume 0–100 maps linearly onto the element's raw range, as `amixer sset 40%`
 /// does. Thread: the control side only (never the render thread).
-public final class ALSAMixer: @unchecked Sendable {
+public final class ALSAMixer: VolumeControl, @unchecked Sendable {
+    public var kind: String { "hardware" }
     // @unchecked Sendable: used from one thread at a time (the daemon's control thread).
     public let device: String
     public let control: String
@@ -75,4 +76,38 @@ public final class ALSAMixer: @unchecked Sendable {
         guard snd_mixer_selem_get_playback_volume(element, SND_MIXER_SCHN_FRONT_LEFT, &raw) >= 0 else { return nil }
         return ((raw - low) * 100 + (high - low) / 2) / (high - low)
     }
+}
+
+/// A volume outside playd's samples, set from the control side: an ALSA mixer
+/// (`volume.mixer = "hardware"`) or the PipeWire stream's own (`"pipewire"`).
+public protocol VolumeControl: AnyObject {
+    /// `hardware` or `pipewire`, as `status` shows the mixer.
+    var kind: String { get }
+    /// Sets it to `percent` (0–100).
+    func setVolume(_ percent: Int) throws(StreamError)
+    /// What it is now, 0–100, if it can be read.
+    func volume() -> Int?
+}
+
+/// The PipeWire stream's own volume (`volume.mixer = "pipewire"`), as desktop mixers
+/// show it: playd's 0–100 on the cubic scale pavucontrol and wpctl use (50 % is
+/// 0.125 in amplitude). Remembered across a reconnect or a new stream (set again when
+/// the stream is made). Control side.
+public final class PipeWireVolume: VolumeControl, @unchecked Sendable {
+    // @unchecked Sendable: used from the daemon's control thread only.
+    public var kind: String { "pipewire" }
+    private let engine: PlaybackEngine
+    private var percent = 100
+
+    public init(engine: PlaybackEngine) throws(StreamError) {
+        self.engine = engine
+    }
+
+    public func setVolume(_ percent: Int) throws(StreamError) {
+        let p = min(100, max(0, percent))
+        try engine.setOutputVolume(Float(p * p * p) / 1_000_000)
+        self.percent = p
+    }
+
+    public func volume() -> Int? { percent }
 }

@@ -4,6 +4,9 @@
 /// - `alsa:DEVICE` (default `alsa:default`): ALSA with the fallback chain
 ///   `hw:X` → `plughw:X` → `default`. `alsa:A,B,C` with commas is not used because ALSA
 ///   names contain commas (`hw:0,1`); give an explicit chain with `|`: `alsa:hw:1|default`.
+/// - `pipewire` / `pipewire:NODE`: a native PipeWire stream (``PipeWireOutput``) to the
+///   default sink or the node named; `remote=SOCKET` for a server other than the
+///   user's own (a name in the runtime folder or an absolute path).
 /// - `null`: discard, paced by a clock; `null?pace=off` unpaced.
 /// - `wav:PATH`: capture to a float WAV, paced; `wav:PATH?pace=off` unpaced.
 /// - `fifo:PATH`: a feed (``FeedOutput``), a copy of what the local output plays.
@@ -59,7 +62,10 @@ public struct OutputSpec: Sendable, Equatable {
             guard body.count == name.count else { throw fail("\(kind.name) takes no target") }
         case .optional(let fallback):
             if body.count == name.count { target = fallback }
-            guard !target.isEmpty else { throw fail("\(kind.name): needs a \(kind.targetNoun)") }
+            // An empty fallback (`pipewire`: the default sink) is not an empty target.
+            guard !target.isEmpty || (body.count == name.count && fallback.isEmpty) else {
+                throw fail("\(kind.name): needs a \(kind.targetNoun)")
+            }
         case .required:
             guard !target.isEmpty else { throw fail("\(kind.name): needs a \(kind.targetNoun)") }
         }
@@ -93,6 +99,12 @@ public struct OutputSpec: Sendable, Equatable {
                 ? target.split(separator: "|").map(String.init)
                 : ALSAOutput.fallbackChain(for: target)
             return ALSAOutput(spec: text, chain: chain, bufferTimeMicros: buffer * 1000, periodTimeMicros: period * 1000)
+        case .pipewire:
+            let remote = options["remote"] ?? ""
+            guard remote.utf8.count < 108, !remote.utf8.contains(0) else {
+                throw fail("remote must be a socket name or path shorter than 108 bytes")
+            }
+            return PipeWireOutput(spec: text, target: target, remote: remote, bufferTimeMicros: buffer * 1000, periodTimeMicros: period * 1000)
         default:
             throw fail("a \(kind.name) is not a local output")
         }
@@ -143,8 +155,10 @@ public struct OutputKind: Sendable, Hashable {
                                         options: local + ["pace"], usage: "null")
     public static let wav = OutputKind(name: "wav", role: .local, target: .required, targetNoun: "path",
                                        options: local + ["pace"], usage: "wav:PATH")
+    public static let pipewire = OutputKind(name: "pipewire", role: .local, target: .optional(""), targetNoun: "node name",
+                                            options: local + ["remote"], usage: "pipewire[:NODE]")
     public static let fifo = OutputKind(name: "fifo", role: .feed, target: .required, targetNoun: "path",
                                         options: ["format", "name"], usage: "fifo:PATH[?format=48000:16:2&name=NAME]")
     /// The registry.
-    public static let all: [OutputKind] = [alsa, null, wav, fifo]
+    public static let all: [OutputKind] = [alsa, pipewire, null, wav, fifo]
 }

@@ -10,7 +10,7 @@ extension PlaybackEngine {
     /// One output as `outputs` lists it: the local one first, then the feeds.
     public struct OutputReport: Sendable {
         public var name: String
-        /// `alsa`, `null`, `wav` or `fifo`.
+        /// `alsa`, `pipewire`, `null`, `wav` or `fifo`.
         public var kind: String
         /// The spec it was made from.
         public var spec: String
@@ -63,12 +63,34 @@ extension PlaybackEngine {
         }
     }
 
+    /// Tells the local output what plays, where it shows it (a PipeWire stream's media
+    /// properties; other outputs ignore it). Control side. Under the control lock: an
+    /// open in progress would otherwise free the connection beneath it.
+    public func setOutputMedia(artist: String?, title: String?, album: String?) {
+        control.withLock { c in
+            (c.output as? PipeWireOutput)?.setMedia(artist: artist, title: title, album: album)
+        }
+    }
+
+    /// Sets the local output's own volume (0…1 in amplitude), where it has one: a
+    /// PipeWire stream (`volume.mixer = "pipewire"`). Kept by the output for the streams
+    /// it makes later. Control side.
+    public func setOutputVolume(_ amplitude: Float) throws(StreamError) {
+        try control.withLock { (c: inout Control) throws(StreamError) in
+            guard let pw = c.output as? PipeWireOutput else {
+                throw StreamError(.invalidArgument, "the output \(configuration.output) has no volume of its own (volume.mixer = \"pipewire\" needs the pipewire output)")
+            }
+            try pw.setVolume(amplitude)
+        }
+    }
+
     /// The local output and the feeds, with their state and counters. Thread: any.
     public func outputs() -> [OutputReport] {
-        let (negotiated, spec) = control.withLock { c in
-            (c.negotiated, c.usingNullFallback ? "null" : configuration.output)
+        let (negotiated, spec, resolved) = control.withLock { c in
+            (c.negotiated, c.usingNullFallback ? "null" : configuration.output,
+             c.usingNullFallback ? "null" : configuration.output == "auto" ? c.autoSpec ?? "alsa:default" : configuration.output)
         }
-        let kind = (try? OutputSpec.parse(Self.resolved(spec)))?.kind.name ?? "?"
+        let kind = (try? OutputSpec.parse(resolved))?.kind.name ?? "?"
         var list = [OutputReport(name: Self.localOutputName, kind: kind, spec: spec,
                                  enabled: !shared.localMuted.load(ordering: .relaxed),
                                  state: negotiated == nil ? "closed" : "open",

@@ -122,6 +122,8 @@ public final class PlaybackEngine: @unchecked Sendable {
         var output: (any AudioOutput)?
         var renderThread: PThread?
         var usingNullFallback = false
+        /// What `auto` became when the output was first made (``PlaybackEngine/resolved``).
+        var autoSpec: String?
         /// The format of the last successful open: what ``recoverOutput()`` reopens,
         /// as a failed reopen clears `requestedFormat`.
         var lastOpened: (format: PCMFormat, width: DeviceSampleFormat)?
@@ -673,12 +675,19 @@ public final class PlaybackEngine: @unchecked Sendable {
     }
 
     func makeOutput(_ c: inout Control) throws(StreamError) -> any AudioOutput {
-        try OutputSpec.make(Self.resolved(configuration.output), bufferMillis: configuration.bufferMillis,
-                            periodMillis: configuration.periodMillis)
+        var spec = configuration.output
+        if spec == "auto" {
+            if c.autoSpec == nil { c.autoSpec = Self.resolvedAuto() }
+            spec = c.autoSpec!
+        }
+        return try OutputSpec.make(spec, bufferMillis: configuration.bufferMillis, periodMillis: configuration.periodMillis)
     }
 
-    /// `auto` is ALSA's default device (with the null fallback `reopenOutput` adds).
-    static func resolved(_ spec: String) -> String { spec == "auto" ? "alsa:default" : spec }
+    /// `auto`: PipeWire when a PipeWire server answers for this user when the output is
+    /// first made, else ALSA's default device (with the null fallback `reopenOutput`
+    /// adds). Decided once: a daemon started before the user's PipeWire stays on ALSA
+    /// (whose default reaches PipeWire too where pipewire-alsa is installed).
+    static func resolvedAuto() -> String { PipeWireOutput.serverAnswers ? "pipewire" : "alsa:default" }
 }
 
 /// A counting semaphore for the control side (never used by the render thread).

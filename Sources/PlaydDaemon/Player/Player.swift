@@ -97,8 +97,9 @@ public final class Player: @unchecked Sendable {
     public let startedAt = monotonicNanoseconds()
     /// MPD's playlist version: bumped at every queue change. Control thread.
     public internal(set) var playlistVersion = 1
-    /// The hardware mixer (`volume.mixer = "hardware"`), when it opened.
-    var hardwareMixer: ALSAMixer?
+    /// The volume outside playd's samples (`volume.mixer = "hardware"`: an ALSA mixer;
+    /// `"pipewire"`: the PipeWire stream's own), when it opened.
+    var hardwareMixer: (any VolumeControl)?
     /// The volume set through the hardware mixer (the engine's own stays at 100).
     var hardwareVolume = 100
     /// The music library, when `library.music_roots` is set.
@@ -227,6 +228,16 @@ public final class Player: @unchecked Sendable {
         }
         // Open the output now so a broken device fails the start (and READY=1 means it works).
         try engine.openOutput(for: PCMFormat(sampleRate: 44100, channels: 2))
+        if config.mixer == "pipewire" {
+            // The stream's volume: checked against the output now it is open.
+            do {
+                let v = try PipeWireVolume(engine: engine)
+                try v.setVolume(100)
+                hardwareMixer = v
+            } catch {
+                logger.error("pipewire mixer unavailable: using the software volume", metadata: ["error": "\(error.message)"])
+            }
+        }
         box.target = self
         if !config.musicRoots.isEmpty {
             let dbPath = config.libraryDatabase.isEmpty
@@ -404,8 +415,8 @@ public final class Player: @unchecked Sendable {
         return level
     }
 
-    /// `software`, `hardware` or `none`.
-    public var mixerKind: String { hardwareMixer != nil ? "hardware" : config.mixer == "none" ? "none" : "software" }
+    /// `software`, `hardware`, `pipewire` or `none`.
+    public var mixerKind: String { hardwareMixer?.kind ?? (config.mixer == "none" ? "none" : "software") }
 
     /// The loop region as listings show it.
     public struct LoopView: Sendable, Equatable {
