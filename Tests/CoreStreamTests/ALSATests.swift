@@ -404,7 +404,10 @@ extension RecordingMatch {
     /// 5 ms ramp-in from where the ramp-out ended and the source to its end, nothing
     /// repeated or skipped (or, when the pause fell within what the sink still held and
     /// the resume took the ramp back, the whole source once, in order).
-    func expectPauseRepeatsNothing() throws {
+    /// Returns the source frame where the ramp-out began (nil when the resume took it
+    /// back, the second case).
+    @discardableResult
+    func expectPauseRepeatsNothing() throws -> Double? {
         let m = self, ramp = 240
         /// Where a linear ramp over `range` of source frames (at offset o) started, from
         /// each loud frame's gain: k − 240·g rising, k − 240·(1 − g) falling.
@@ -431,12 +434,14 @@ extension RecordingMatch {
                     "ramp-out from source frame \(p), ramp-in from \(q): \(q - p - Double(ramp)) frames skipped (negative: repeated)")
             let rest = ((firstOff + 3 * ramp)..<frames).first { !m.matches($0 + o2, $0) }
             #expect(rest == nil, "after the ramp-in the recording leaves the source at frame \(rest ?? -1)")
+            return p
         } else {
             // The pause fell inside what the plugin still held, and the resume took the
             // queued ramp back: the whole source is in the recording once, in order, to
             // its last frame (seen on a freshly started server). Nothing skipped or
             // repeated either way; the recording must reach the end.
             #expect((frames - 1 + o1 + 1) * 2 <= rec.count, "the recording stops before the source's end")
+            return nil
         }
     }
 }

@@ -117,6 +117,7 @@ struct PipeWireTests {
         try e.play(path: file)
         #expect(waitUntil(seconds: 10) { e.status().positionFrames > 48_000 + 24_000 })
         let streamNode = try #require(try server.nodes(named: "playd").first?["id"] as? Int)
+        let heard = Double(e.status().positionFrames)
         e.pause()
         #expect(waitUntil(seconds: 10) { e.status().state == .paused })
         usleep(200_000)  // how long the pause is held (not a synchronisation)
@@ -127,7 +128,11 @@ struct PipeWireTests {
         #expect(waitUntil(seconds: 20) { e.status().state == .stopped })
         e.shutdown()
         let m = RecordingMatch(rec: try recorder.finish(), source: try Reference.decode(file))
-        try m.expectPauseRepeatsNothing()
+        let rampOut = try m.expectPauseRepeatsNothing()
+        // At once: the ramp-out begins within 100 ms of where the pause was asked (the
+        // ring was taken back, not played out).
+        let p = try #require(rampOut, "the pause left no ramp-out in the recording")
+        #expect(p >= heard - 2_400 && p <= heard + 4_800, "ramp-out at source frame \(p), heard \(heard) at the pause")
     }
 
     /// A seek through the stream: the old audio stops about where it was heard (within
