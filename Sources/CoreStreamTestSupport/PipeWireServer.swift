@@ -18,10 +18,15 @@ public final class PipeWireServer: @unchecked Sendable {
     /// The output spec that plays to the test sink on this server.
     public var outputSpec: String { "pipewire:\(Self.sink)?remote=\(socket)" }
 
-    public init(dir: String, rate: Int = 48_000, allowedRates: [Int]? = nil) throws {
+    /// A command the script runs under (e.g. `setpriv --reuid=…`: the server as
+    /// another user), if any.
+    public let launcher: [String]
+
+    public init(dir: String, rate: Int = 48_000, allowedRates: [Int]? = nil, launcher: [String] = []) throws {
         self.dir = dir
         self.rate = rate
         self.allowedRates = allowedRates ?? [rate]
+        self.launcher = launcher
         try start()
     }
 
@@ -29,7 +34,7 @@ public final class PipeWireServer: @unchecked Sendable {
 
     /// Starts the server (again, after ``kill()``: same folder, same socket).
     public func start() throws {
-        let r = try Shell.run([Self.script, "start", dir, "\(rate)", allowedRates.map(String.init).joined(separator: " ")])
+        let r = try Shell.run(launcher + [Self.script, "start", dir, "\(rate)", allowedRates.map(String.init).joined(separator: " ")])
         guard r.status == 0 else { throw FixtureError("scripts/pipewire start: \(r.stderr)") }
     }
 

@@ -88,6 +88,9 @@ extension DaemonConfig {
         }
     }
 
+    /// `volume.mixer` (alias `output.mixer`).
+    static let mixers = ["software", "hardware", "pipewire", "none"]
+
     static let keys: [Key] = [
         Key("control.socket", \.socketPath, .restart) { v throws(Error) in try v.string() },
         Key("control.socket_mode", \.socketMode, .restart) { v throws(Error) in
@@ -160,7 +163,10 @@ extension DaemonConfig {
         },
         Key("http.stream_buffer_ms", \.httpStreamBufferMillis, .restart) { v throws(Error) in try v.int(50...10_000) },
         Key("http.max_listeners", \.httpMaxListeners, .restart) { v throws(Error) in try v.int(1...1000) },
-        Key("volume.mixer", \.mixer, .restart) { v throws(Error) in try v.word(["software", "hardware", "pipewire", "none"]) },
+        Key("volume.mixer", \.mixer, .restart) { v throws(Error) in try v.word(mixers) },
+        // The same setting, where the PipeWire issue (46) and MPD's `mixer_type` put it:
+        // beside the output it belongs to. Giving both is an error (DaemonConfig.init).
+        Key("output.mixer", \.mixer, .restart) { v throws(Error) in try v.word(mixers) },
         Key("volume.mixer_device", \.mixerDevice, .restart) { v throws(Error) in try v.string() },
         Key("volume.mixer_control", \.mixerControl, .restart) { v throws(Error) in try v.string() },
         Key("volume.start", \.volumeStart, .restart) { v throws(Error) in try v.int(-1...100) },

@@ -192,6 +192,9 @@ public struct DaemonConfig: Sendable, Equatable {
             throw Error(message: "\(path): streams.prefill_kib (\(streamPrefillKiB)) must not exceed streams.buffer_kib (\(streamBufferKiB))")
         }
         if !seen.contains("limits.max_playlist_entries") { maxPlaylistEntries = maxQueueLength }
+        if seen.contains("output.mixer") && seen.contains("volume.mixer") {
+            throw Error(message: "\(path): output.mixer and volume.mixer are the same setting: give one")
+        }
     }
 
     public static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]

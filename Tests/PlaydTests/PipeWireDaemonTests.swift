@@ -109,4 +109,37 @@ struct PipeWireDaemonTests {
         #expect(rec.contains { abs($0) > 0.02 },
                 "nothing reached the restarted server's sink (peak \(rec.map { abs($0) }.max() ?? 0)): \(d.log.suffix(2000))")
     }
+
+    /// The recipe in docs/pipewire.md for playd as a system service beside a user's
+    /// PipeWire: the service runs as that user, with XDG_RUNTIME_DIR naming the user's
+    /// runtime folder (a drop-in's `User=` and `Environment=`). Then `auto` finds the
+    /// server and plays through it. Without XDG_RUNTIME_DIR (a system service's
+    /// environment) it cannot, and says so: the trap the recipe avoids. As root, the
+    /// server and playd both run as nobody.
+    @Test func theSystemServiceRecipeReachesTheUsersPipeWire() throws {
+        let d = try DaemonHarness(output: "auto")
+        let track = d.dir + "/tone.flac"
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:duration=30", "-ac", "2", "-ar", "48000", track])
+        var launcher: [String] = []
+        if geteuid() == 0 {
+            try FileManager.default.createDirectory(atPath: d.dir + "/pw", withIntermediateDirectories: true)
+            _ = try Shell.run(["chown", "-R", "65534:65534", d.dir])
+            launcher = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        }
+        let server = try PipeWireServer(dir: d.dir + "/pw", launcher: launcher)
+        func localOutput() -> JSON? { d.request("outputs")?["outputs"]?.arrayValue?.first }
+
+        try d.start(launcher: launcher, environment: ["XDG_RUNTIME_DIR": server.dir + "/runtime"])
+        #expect(localOutput()?["kind"]?.stringValue == "pipewire", "\(localOutput().map { "\($0)" } ?? "")")
+        #expect(d.request("play", ("path", .string(track)))?["ok"] == .bool(true))
+        #expect(d.waitFor { (try? server.nodes(named: "playd"))?.first?["state"] as? String == "running" },
+                "playd's stream never ran on the user's server: \(d.log.suffix(2000))")
+        _ = d.terminate()
+
+        // The trap: no XDG_RUNTIME_DIR, as a system service has none.
+        try d.start(launcher: launcher, environment: ["XDG_RUNTIME_DIR": ""])
+        let kind = localOutput()?["kind"]?.stringValue
+        #expect(kind != nil && kind != "pipewire", "\(kind ?? "none")")
+        _ = d.terminate()
+    }
 }
