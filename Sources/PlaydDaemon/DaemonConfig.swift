@@ -175,6 +175,7 @@ public struct DaemonConfig: Sendable, Equatable {
             throw Error(message: "\(path): line \(h.line): unknown table [\(name)] (the tables are \(Self.sections.sorted().joined(separator: ", ")))")
         }
         var seen: Set<String> = []
+        var mixerSpellings: Set<String> = []  // the values of output.mixer and volume.mixer
         for e in doc.leaves {
             // Every setting is `table.key`: a path of any other length (or a quoted part
             // holding a dot) matches no key of the table.
@@ -184,6 +185,7 @@ public struct DaemonConfig: Sendable, Equatable {
             }
             try k.parse(&self, Value(entry: e, key: key, path: path))
             seen.insert(key)
+            if key == "output.mixer" || key == "volume.mixer" { mixerSpellings.insert(mixer) }
         }
         guard periodTime <= bufferTime else {
             throw Error(message: "\(path): output.period_time (\(periodTime)) must not exceed output.buffer_time (\(bufferTime))")
@@ -192,8 +194,8 @@ public struct DaemonConfig: Sendable, Equatable {
             throw Error(message: "\(path): streams.prefill_kib (\(streamPrefillKiB)) must not exceed streams.buffer_kib (\(streamBufferKiB))")
         }
         if !seen.contains("limits.max_playlist_entries") { maxPlaylistEntries = maxQueueLength }
-        if seen.contains("output.mixer") && seen.contains("volume.mixer") {
-            throw Error(message: "\(path): output.mixer and volume.mixer are the same setting: give one")
+        if mixerSpellings.count > 1 {
+            throw Error(message: "\(path): output.mixer and volume.mixer are the same setting, given two values: give one")
         }
     }
 

@@ -144,6 +144,8 @@ struct ConfigTests {
         ("output.device = \"null\"\n[output]", "line 2: table [output] defined twice"),
         ("[state]\nfile = \"\"\"\n/var/lib/x", "line 3: the multi-line string is not closed"),
         ("[log]\nlevel = 1979-05-27", "line 2: log.level: expected a string, got date-time"),
+        ("[output]\nmixer = \"pipewire\"\n[volume]\nmixer = \"software\"", "output.mixer and volume.mixer are the same setting, given two values"),
+        ("[output]\nmixer = \"alsa\"", "line 2: output.mixer: 'alsa' must be one of software, hardware, pipewire, none"),
     ])
     func refusesWithKeyAndLine(_ text: String, _ expected: String) {
         do {
