@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <pipewire/pipewire.h>
@@ -51,6 +52,14 @@ struct playd_pw {
     // 0, or the negative errno the server or stream failed with. Loop thread writes.
     _Atomic int error;
     int efd;
+    // A format change swaps the ring under a live stream: the control side sets `gate`
+    // and waits until `inside` (the callback running) is 0; a callback that sees the
+    // gate sends silence without touching the ring. Store-then-load on both sides.
+    _Atomic int gate;
+    _Atomic int inside;
+    // The core's answer to a sync (loop thread writes, control side reads, both under
+    // the loop's lock).
+    int synced_seq;
 };
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -76,10 +85,25 @@ static void on_core_error(void *data, uint32_t id, int seq, int res, const char 
     if (id == PW_ID_CORE && res == -EPIPE) fail(o, -ENODEV);
 }
 
+static void on_core_done(void *data, uint32_t id, int seq) {
+    struct playd_pw *o = data;
+    if (id == PW_ID_CORE) { o->synced_seq = seq; pw_thread_loop_signal(o->loop, false); }
+}
+
 static const struct pw_core_events core_events = {
     PW_VERSION_CORE_EVENTS,
+    .done = on_core_done,
     .error = on_core_error,
 };
+
+// Waits (at most 2 s) until the server has handled every message sent before. Under
+// the loop's lock.
+static void roundtrip(playd_pw *o) {
+    int seq = pw_core_sync(o->core, PW_ID_CORE, 0);
+    for (int timeouts = 0; o->synced_seq != seq && timeouts < 2 && !atomic_load(&o->error);) {
+        if (pw_thread_loop_timed_wait(o->loop, 1) == ETIMEDOUT) timeouts++;
+    }
+}
 
 static void on_state_changed(void *data, enum pw_stream_state old, enum pw_stream_state state, const char *message) {
     struct playd_pw *o = data;
@@ -94,8 +118,16 @@ static inline uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
 // The data thread (RT_PROCESS): copies what the ring holds into the graph's buffer,
 // silence for the rest.
+static void process(struct playd_pw *o);
+
 static void on_process(void *data) {
     struct playd_pw *o = data;
+    atomic_store(&o->inside, 1);
+    if (!atomic_load(&o->gate)) process(o);
+    atomic_store(&o->inside, 0);
+}
+
+static void process(struct playd_pw *o) {
     struct pw_buffer *b = pw_stream_dequeue_buffer(o->stream);
     if (!b) return;
     struct spa_data *d = &b->buffer->datas[0];
@@ -188,6 +220,7 @@ playd_pw *playd_pw_new(const char *target, const char *remote, char *error, size
     if (o->efd < 0) { set_error(error, error_size, "eventfd", errno); free(o); return NULL; }
     snprintf(o->target, sizeof o->target, "%s", target ? target : "");
     o->volume = 1.0f;
+    o->synced_seq = -1;
     o->loop = pw_thread_loop_new("playd-pipewire", NULL);
     if (!o->loop) { set_error(error, error_size, "pw_thread_loop_new", errno); close(o->efd); free(o); return NULL; }
     // client-rt.conf: the data thread gets real-time priority where the system allows.
@@ -264,6 +297,74 @@ static void put_media(playd_pw *o, struct pw_properties *p) {
     }
 }
 
+// The stream's rate and cycle as properties: the graph runs at the track's rate when
+// nothing else holds it at another (default.clock.allowed-rates), so neither playd nor
+// PipeWire resamples. About 21 ms a cycle: 1024 frames up to 48 kHz, 2048 at 88.2/96
+// kHz, and so on. A power of two: 940/44100 (21 ms exactly) made the graph run
+// 512-frame cycles, and one in a few 3 s plays at 44.1 kHz lost a cycle at the sink.
+static void put_rate(struct pw_properties *p, uint32_t rate) {
+    uint32_t quantum = 1024;
+    while (quantum < 8192 && (uint64_t)quantum * 48000 < (uint64_t)rate * 1024) quantum *= 2;
+    pw_properties_setf(p, PW_KEY_NODE_RATE, "1/%u", rate);
+    pw_properties_setf(p, PW_KEY_NODE_LATENCY, "%u/%u", quantum, rate);
+}
+
+static const struct spa_pod *format_param(struct spa_pod_builder *b, uint32_t rate, uint32_t channels, int format) {
+    struct spa_audio_info_raw info = {
+        .format = format == PLAYD_PW_S16 ? SPA_AUDIO_FORMAT_S16 : format == PLAYD_PW_S32 ? SPA_AUDIO_FORMAT_S32 : SPA_AUDIO_FORMAT_F32,
+        .rate = rate, .channels = channels,
+    };
+    fill_positions(&info);
+    return spa_format_audio_raw_build(b, SPA_PARAM_EnumFormat, &info);
+}
+
+// A ring for the format, counters at zero. Only while no callback can touch the ring
+// (no stream, or the gate held). Under the loop's lock.
+static int make_ring(playd_pw *o, uint32_t rate, uint32_t channels, int format, uint32_t ring_frames) {
+    uint32_t sample = format == PLAYD_PW_S16 ? 2 : 4;
+    uint8_t *ring = calloc((size_t)ring_frames * channels, sample);
+    if (!ring) return -ENOMEM;
+    free(o->ring);
+    o->ring = ring;
+    o->ring_frames = ring_frames;
+    o->stride = sample * channels;
+    o->rate = rate; o->channels = channels; o->format = format;
+    atomic_store(&o->write, 0); atomic_store(&o->claim, 0); atomic_store(&o->read, 0);
+    atomic_store(&o->want, 0); atomic_store(&o->graph_delay, 0);
+    return 0;
+}
+
+// Another format on the stream there is, keeping its node (pw-dump shows one playd
+// node for the daemon's life): deactivate it and wait for the server to have seen that
+// (without the wait the graph kept its old rate in 2 runs of 5), swap the ring behind
+// the gate, offer the new format and rate, activate. Under the loop's lock.
+static int switch_format(playd_pw *o, uint32_t rate, uint32_t channels, int format, uint32_t ring_frames) {
+    pw_stream_set_active(o->stream, false);
+    roundtrip(o);
+    atomic_store(&o->gate, 1);
+    // The callback in progress, if any, finishes its copy (microseconds); a new one
+    // sees the gate and leaves the ring alone.
+    while (atomic_load(&o->inside)) {
+        struct timespec ts = { 0, 100000 };
+        nanosleep(&ts, NULL);
+    }
+    int r = make_ring(o, rate, channels, format, ring_frames);
+    atomic_store(&o->gate, 0);
+    if (r < 0) return r;
+    uint8_t buffer[1024];
+    struct spa_pod_builder b = SPA_POD_BUILDER_INIT(buffer, sizeof buffer);
+    const struct spa_pod *params[1] = { format_param(&b, rate, channels, format) };
+    r = pw_stream_update_params(o->stream, params, 1);
+    if (r < 0) return r;
+    struct pw_properties *p = pw_properties_new(NULL, NULL);
+    if (!p) return -ENOMEM;
+    put_rate(p, rate);
+    pw_stream_update_properties(o->stream, &p->dict);
+    pw_properties_free(p);
+    pw_stream_set_active(o->stream, true);
+    return atomic_load(&o->error);
+}
+
 int playd_pw_open(playd_pw *o, uint32_t rate, uint32_t channels, int format,
                   uint32_t ring_frames, char *error, size_t error_size) {
     if (rate < 8000 || rate > 768000 || channels < 1 || channels > 64 || ring_frames < 64) {
@@ -274,36 +375,27 @@ int playd_pw_open(playd_pw *o, uint32_t rate, uint32_t channels, int format,
     if (err) { set_error(error, error_size, "the PipeWire connection failed", err); return err; }
     pw_thread_loop_lock(o->loop);
     if (o->stream && o->rate == rate && o->channels == channels && o->format == format && o->ring_frames == ring_frames) {
-        // The same format: the stream made earlier goes on (no reconnect).
+        // The same format: the stream goes on as it was.
         pw_stream_set_active(o->stream, true);
         pw_thread_loop_unlock(o->loop);
         return 0;
     }
-    // A new format: a stream of its own for it (the old one's node goes away).
-    destroy_stream(o);
-    uint32_t sample = format == PLAYD_PW_S16 ? 2 : 4;
-    free(o->ring);
-    o->ring = calloc((size_t)ring_frames * channels, sample);
-    if (!o->ring) { pw_thread_loop_unlock(o->loop); set_error(error, error_size, "ring", ENOMEM); return -ENOMEM; }
-    o->ring_frames = ring_frames;
-    o->stride = sample * channels;
-    o->rate = rate; o->channels = channels; o->format = format;
-    atomic_store(&o->write, 0); atomic_store(&o->claim, 0); atomic_store(&o->read, 0);
-    atomic_store(&o->want, 0); atomic_store(&o->graph_delay, 0);
-
+    if (o->stream) {
+        int r = switch_format(o, rate, channels, format, ring_frames);
+        pw_thread_loop_unlock(o->loop);
+        if (r < 0) set_error(error, error_size, "switching the PipeWire stream's format", r);
+        return r;
+    }
+    if (make_ring(o, rate, channels, format, ring_frames) < 0) {
+        pw_thread_loop_unlock(o->loop);
+        set_error(error, error_size, "ring", ENOMEM);
+        return -ENOMEM;
+    }
     struct pw_properties *props = pw_properties_new(
         PW_KEY_MEDIA_TYPE, "Audio", PW_KEY_MEDIA_CATEGORY, "Playback", PW_KEY_MEDIA_ROLE, "Music",
         PW_KEY_APP_NAME, "playd", PW_KEY_APP_ID, "playd", PW_KEY_NODE_NAME, "playd",
         PW_KEY_NODE_DESCRIPTION, "playd", NULL);
-    // The graph runs at the track's rate when nothing else holds it at another
-    // (default.clock.allowed-rates): no resampling in playd or PipeWire.
-    pw_properties_setf(props, PW_KEY_NODE_RATE, "1/%u", rate);
-    // About 21 ms a cycle: 1024 frames up to 48 kHz, 2048 at 88.2/96 kHz, and so on. A
-    // power of two: 940/44100 (21 ms exactly) made the graph run 512-frame cycles, and
-    // one in a few 3 s plays at 44.1 kHz lost a cycle at the sink.
-    uint32_t quantum = 1024;
-    while (quantum < 8192 && (uint64_t)quantum * 48000 < (uint64_t)rate * 1024) quantum *= 2;
-    pw_properties_setf(props, PW_KEY_NODE_LATENCY, "%u/%u", quantum, rate);
+    put_rate(props, rate);
     if (o->target[0]) pw_properties_set(props, PW_KEY_TARGET_OBJECT, o->target);
     put_media(o, props);
     o->stream = pw_stream_new(o->core, "playd", props);
@@ -316,12 +408,7 @@ int playd_pw_open(playd_pw *o, uint32_t rate, uint32_t channels, int format,
     pw_stream_add_listener(o->stream, &o->stream_listener, &stream_events, o);
     uint8_t buffer[1024];
     struct spa_pod_builder b = SPA_POD_BUILDER_INIT(buffer, sizeof buffer);
-    struct spa_audio_info_raw info = {
-        .format = format == PLAYD_PW_S16 ? SPA_AUDIO_FORMAT_S16 : format == PLAYD_PW_S32 ? SPA_AUDIO_FORMAT_S32 : SPA_AUDIO_FORMAT_F32,
-        .rate = rate, .channels = channels,
-    };
-    fill_positions(&info);
-    const struct spa_pod *params[1] = { spa_format_audio_raw_build(&b, SPA_PARAM_EnumFormat, &info) };
+    const struct spa_pod *params[1] = { format_param(&b, rate, channels, format) };
     int r = pw_stream_connect(o->stream, PW_DIRECTION_OUTPUT, PW_ID_ANY,
                               PW_STREAM_FLAG_AUTOCONNECT | PW_STREAM_FLAG_MAP_BUFFERS | PW_STREAM_FLAG_RT_PROCESS,
                               params, 1);

@@ -178,6 +178,27 @@ struct PipeWireTests {
         #expect(props["node.rate"] as? String == "1/96000")
     }
 
+    /// A 44.1 kHz track, then a 48 kHz one, on a graph that may run at either: the same
+    /// stream (one playd node, the same id) plays both, and the graph follows each
+    /// track's rate.
+    @Test func anotherRateKeepsTheStream() throws {
+        let dir = try scratch("switch")
+        let server = try PipeWireServer(dir: dir + "/pw", rate: 44_100, allowedRates: [44_100, 48_000])
+        try chirp(dir + "/a.flac", rate: 44_100, bits: 16, seconds: 30)
+        try chirp(dir + "/b.flac", rate: 48_000, bits: 16, seconds: 30)
+        let e = engine(server.outputSpec)
+        defer { e.shutdown() }
+        var rate: Int?
+        var ids: [Int?] = []
+        for (file, hz) in [("a", 44_100), ("b", 48_000), ("a", 44_100)] {
+            try e.play(path: dir + "/\(file).flac")
+            #expect(waitUntil(seconds: 10) { e.status().positionFrames > Int64(hz / 2) })
+            #expect(waitUntil(seconds: 10) { rate = try? server.sinkRate(); return rate == hz }, "\(file): the sink runs at \(rate ?? 0) Hz")
+            ids += try server.nodes(named: "playd").map { $0["id"] as? Int }
+        }
+        #expect(ids.count == 3 && Set(ids.map { $0 ?? -1 }).count == 1, "playd's nodes: \(ids)")
+    }
+
     /// PipeWire killed mid-play: the output reports the failure (an error event and
     /// `deviceError`), a restarted server is reconnected by ``PlaybackEngine/recoverOutput()``
     /// with no new engine, and audio reaches the sink again.

@@ -8,7 +8,8 @@
 // RT_PROCESS) copies from it into the graph's buffer. They share three 64-bit frame
 // counters and an eventfd, nothing else: no lock, no allocation on either side. The
 // render thread may take back frames the callback has not claimed (a pause, a seek),
-// by a store-then-load handshake on `write` and `claim` (see cpipewire.c).
+// by a store-then-load handshake on `write` and `claim` (see cpipewire.c). A format
+// switch (control side) swaps the ring behind a gate the callback checks first.
 //
 // Everything else (connect, stream properties, volume) runs on the control side under
 // the thread loop's lock, which the render thread never takes.
@@ -31,8 +32,9 @@ playd_pw *playd_pw_new(const char *target, const char *remote, char *error, size
 void playd_pw_free(playd_pw *o);
 
 /// Makes the stream run at `rate`/`channels`/`format` with a ring of `ring_frames`:
-/// the stream made at the first open is kept while the format stays the same (a close
-/// only deactivates it). Negative errno on failure, with the reason in `error`.
+/// the stream made at the first open is kept (a close only deactivates it; another
+/// format is switched in place, on the same node). Negative errno on failure, with the
+/// reason in `error`.
 /// Control side, with the render thread stopped.
 int playd_pw_open(playd_pw *o, uint32_t rate, uint32_t channels, int format,
                   uint32_t ring_frames, char *error, size_t error_size);

@@ -6,19 +6,22 @@ import Glibc
 /// `pipewire` / `pipewire:TARGET`: a stream of playd's own on a PipeWire server, through
 /// libpipewire (no ALSA plugin in between).
 ///
-/// One connection and one stream for as long as the format stays the same: a seek, a
-/// pause, a new track in the same format never reconnect (through ALSA's pulse plugin
-/// every prepare made a new stream). A track in another rate or channel count gets a
-/// stream of its own in that format, with `node.rate` set to it, so the graph switches
-/// to the track's rate where its `default.clock.allowed-rates` allow (no resampling in
-/// playd or PipeWire). MPD's pipewire output also makes a new node on a rate change.
+/// One connection and one stream for the daemon's life: a seek, a pause, a new track
+/// never reconnect (through ALSA's pulse plugin every prepare made a new stream). A
+/// track in another rate or channel count switches the stream's format in place (it is
+/// deactivated, given the new format and `node.rate`, and activated: the same node), so
+/// the graph switches to the track's rate where its `default.clock.allowed-rates`
+/// allow (no resampling in playd or PipeWire). MPD's pipewire output makes a new node
+/// on a rate change.
 ///
 /// Threads: the render thread writes into a ring that PipeWire's data thread reads in
 /// its process callback; they share three frame counters and an eventfd (see
 /// `cpipewire.h`). The render thread can take back what the callback has not yet
 /// claimed (at most one graph cycle, ~21 ms, is beyond reach), so a pause ramps out at
 /// once as on a rewindable card. open/close and stream properties run on the control
-/// side under libpipewire's thread-loop lock, which the render thread never takes.
+/// side under libpipewire's thread-loop lock, which the render thread never takes; a
+/// format switch swaps the ring behind a gate the callback checks (it sends silence
+/// while the gate is held, and the switch waits for a callback in progress to end).
 ///
 /// When the server goes away (killed, restarted) every render-thread call returns
 /// `-ENODEV`: the engine reports the output failed and the daemon's recovery opens it
@@ -55,6 +58,11 @@ public final class PipeWireOutput: AudioOutput {
         pollDescriptors.deallocate()
     }
 
+    /// A C message buffer's text, up to its NUL.
+    private static func text(_ buffer: [CChar]) -> String {
+        String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     /// Whether a PipeWire server answers for this user (the `auto` output's choice).
     public static var serverAnswers: Bool { playd_pw_available() != 0 }
 
@@ -73,7 +81,7 @@ public final class PipeWireOutput: AudioOutput {
         }
         if connection == nil {
             guard let c = playd_pw_new(target, remote, &message, message.count) else {
-                throw StreamError(.outputUnavailable, "pipewire: " + String(cString: message))
+                throw StreamError(.outputUnavailable, "pipewire: " + Self.text(message))
             }
             connection = c
             // A new connection (the first, or after the server went away) starts at the
@@ -86,7 +94,7 @@ public final class PipeWireOutput: AudioOutput {
         let format: DeviceSampleFormat = .float32
         let r = playd_pw_open(connection, UInt32(rate), UInt32(requested.channels), Int32(PLAYD_PW_F32),
                               UInt32(ringFrames), &message, message.count)
-        guard r == 0 else { throw StreamError(.outputUnavailable, "pipewire: " + String(cString: message)) }
+        guard r == 0 else { throw StreamError(.outputUnavailable, "pipewire: " + Self.text(message)) }
         return NegotiatedFormat(device: target.isEmpty ? "pipewire" : "pipewire:\(target)", pcm: requested,
                                 sampleFormat: format, periodFrames: period, bufferFrames: ringFrames,
                                 fallbacks: [], canRewind: true)
