@@ -178,6 +178,66 @@ struct PipeWireTests {
         #expect(props["node.rate"] as? String == "1/96000")
     }
 
+    /// A 3 s cross-fade through the stream: what the sink played is the model computed
+    /// from ffmpeg's decodes of the two tracks (A × cos, B × sin over the overlap),
+    /// within float rounding, as in the `wav:` captures (CrossfadeCaptureTests).
+    @Test func crossfadeMatchesTheModel() throws {
+        let dir = try scratch("crossfade")
+        let server = try PipeWireServer(dir: dir + "/pw", rate: 44_100)
+        let (a, b) = try CrossfadeModel.tracks(in: dir)
+        let recorder = try PipeWireRecorder(server: server, path: dir + "/capture.raw", rate: 44_100)
+        let e = engine(server.outputSpec)
+        try e.play(path: a)
+        #expect(try e.setNext(path: b, crossfade: Crossfade(seconds: 3)))
+        #expect(waitUntil(seconds: 60) { e.status().state == .stopped })
+        e.shutdown()
+        let rec = try recorder.finish()
+        let model = CrossfadeModel.joined(try Reference.decode(a), try Reference.decode(b), overlap: 3 * 44_100)
+        let m0 = try #require(model.firstIndex { $0 != 0 }), r0 = try #require(rec.firstIndex { $0 != 0 }, "nothing recorded")
+        let offset = r0 - m0
+        try #require(offset >= 0 && offset % 2 == 0 && offset + model.count <= rec.count,
+                     "the recording (\(rec.count / 2) frames, sound from \(r0 / 2)) does not hold the model's \(model.count / 2)")
+        let d = CrossfadeModel.difference(Array(rec[offset..<(offset + model.count)]), model)
+        #expect(d.worst <= 1e-6, "largest difference \(d.worst) at frame \(d.frame) (the overlap starts at \(17 * 44_100))")
+        #expect(rec[(offset + model.count)...].allSatisfy { $0 == 0 }, "sound after the end")
+    }
+
+    /// An announcement ducking the music through the stream: what the sink played is the
+    /// model computed from ffmpeg's decodes of the music and the clip (music × the duck
+    /// envelope + clip × gain), within float rounding, as in AnnouncementCaptureTests.
+    @Test func announcementDuckMatchesTheModel() throws {
+        let dir = try scratch("announce")
+        let server = try PipeWireServer(dir: dir + "/pw", rate: 44_100)
+        let (musicPath, clipPath) = (try AnnouncementModel.music(in: dir), try AnnouncementModel.ttsClip(in: dir))
+        let recorder = try PipeWireRecorder(server: server, path: dir + "/capture.raw", rate: 44_100)
+        let events = EventLog()
+        let e = engine(server.outputSpec) { events.add($0) }
+        try e.play(path: musicPath)
+        #expect(waitUntil(seconds: 10) { e.status().positionFrames > 20_000 })
+        var mix = PlaybackEngine.Announcement()
+        mix.duckDB = -18
+        mix.gainDB = -3
+        try e.announce([.init(path: clipPath)], label: "clip", options: mix)
+        #expect(waitUntil(seconds: 20) { AnnouncementCaptureTests.ended(events.all) != nil })
+        #expect(waitUntil(seconds: 30) { e.status().state == .stopped })
+        e.shutdown()
+        let rec = try recorder.finish()
+        let reported = try #require(AnnouncementCaptureTests.started(events.all), "the start is reported")
+        let start = try #require(reported, "the music was playing: the start frame is reported")
+        let music = try Reference.decode(musicPath)
+        let clip = try AnnouncementModel.clip(clipPath, rate: 44_100)
+        let m0 = try #require(music.firstIndex { $0 != 0 }), r0 = try #require(rec.firstIndex { $0 != 0 }, "nothing recorded")
+        let offset = r0 - m0
+        try #require(offset >= 0 && offset % 2 == 0 && offset + music.count <= rec.count,
+                     "the recording (\(rec.count / 2) frames, sound from \(r0 / 2)) does not hold the music's \(music.count / 2)")
+        let d = AnnouncementModel.duckDifference(capture: Array(rec[offset..<(offset + music.count)]), music: music, clip: clip,
+                                                 start: Int(start), duckDB: -18, gainDB: -3, rate: 44_100)
+        let cap = Array(rec[offset..<(offset + music.count)])
+        let firstBad = (0..<(music.count / 2)).first { f in abs(cap[2 * f] - music[2 * f]) > 0.3 && f > Int(start) + 44_100 * 3 }
+        let zeros = firstBad.map { f in cap[(2 * f)...].prefix { $0 == 0 }.count } ?? 0
+        #expect(d.worst <= 1e-6, "largest difference \(d.worst) at frame \(d.frame) (the announcement began at \(start)); first far-off frame after 3 s: \(firstBad ?? -1), \(zeros) zero samples there; underruns \(e.status().underruns)")
+    }
+
     /// A 44.1 kHz track, then a 48 kHz one, on a graph that may run at either: the same
     /// stream (one playd node, the same id) plays both, and the graph follows each
     /// track's rate.
@@ -247,4 +307,13 @@ struct PipeWireTests {
         let without = try kind()
         #expect(without == "alsa" || without == "null", "\(without ?? "none")")
     }
+}
+
+/// The engine's events, as they come (any thread).
+final class EventLog: @unchecked Sendable {
+    // @unchecked Sendable: `list` only under `lock`.
+    private let lock = NSLock()
+    private var list: [PlaybackEngine.Event] = []
+    func add(_ e: PlaybackEngine.Event) { lock.lock(); list.append(e); lock.unlock() }
+    var all: [PlaybackEngine.Event] { lock.lock(); defer { lock.unlock() }; return list }
 }
