@@ -48,6 +48,9 @@ struct playd_pw {
     _Atomic uint64_t want;
     // Graph delay to the device in frames at the stream's rate. Written by the callback.
     _Atomic int64_t graph_delay;
+    // CLOCK_MONOTONIC time by which the last frame the callback sent is heard (the
+    // graph's delay after it). Written by the callback.
+    _Atomic int64_t heard_by_ns;
     _Atomic uint64_t underruns;
     // 0, or the negative errno the server or stream failed with. Loop thread writes.
     _Atomic int error;
@@ -165,8 +168,13 @@ static void process(struct playd_pw *o) {
     if (pw_stream_get_time_n(o->stream, &t, sizeof t) == 0 && t.rate.denom > 0) {
         // `delay` counts ticks of the graph's clock; the ring counts the stream's frames.
         int64_t frames = t.delay * (int64_t)o->rate * (int64_t)t.rate.num / (int64_t)t.rate.denom;
-        // After a cycle that took nothing, what was sent before is (about) out.
-        atomic_store_explicit(&o->graph_delay, n > 0 ? frames + (int64_t)t.buffered : 0, memory_order_relaxed);
+        atomic_store_explicit(&o->graph_delay, frames + (int64_t)t.buffered, memory_order_relaxed);
+        if (n > 0 && o->rate > 0) {
+            // The buffer queued now reaches the sink's output a cycle later: `delay`
+            // (0 from the null sink) does not count that cycle, so it is added.
+            int64_t after = (frames + (int64_t)t.buffered + 2 * (int64_t)want) * 1000000000LL / (int64_t)o->rate;
+            atomic_store_explicit(&o->heard_by_ns, t.now + after, memory_order_relaxed);
+        }
     }
     pw_stream_queue_buffer(o->stream, b);
 
@@ -299,12 +307,13 @@ static void put_media(playd_pw *o, struct pw_properties *p) {
 
 // The stream's rate and cycle as properties: the graph runs at the track's rate when
 // nothing else holds it at another (default.clock.allowed-rates), so neither playd nor
-// PipeWire resamples. About 21 ms a cycle: 1024 frames up to 48 kHz, 2048 at 88.2/96
-// kHz, and so on. A power of two: 940/44100 (21 ms exactly) made the graph run
-// 512-frame cycles, and one in a few 3 s plays at 44.1 kHz lost a cycle at the sink.
+// PipeWire resamples. About 43 ms a cycle: 2048 frames up to 48 kHz, 4096 at 88.2/96
+// kHz, and so on (pw-play's 100 ms ask gets the same 2048). A power of two: 940/44100
+// made the graph run 512-frame cycles, and at 1024 frames the test machine's null sink
+// lost one cycle in about 200 s of playback, for pw-play as for playd (2026-11-27).
 static void put_rate(struct pw_properties *p, uint32_t rate) {
-    uint32_t quantum = 1024;
-    while (quantum < 8192 && (uint64_t)quantum * 48000 < (uint64_t)rate * 1024) quantum *= 2;
+    uint32_t quantum = 2048;
+    while (quantum < 16384 && (uint64_t)quantum * 48000 < (uint64_t)rate * 2048) quantum *= 2;
     pw_properties_setf(p, PW_KEY_NODE_RATE, "1/%u", rate);
     pw_properties_setf(p, PW_KEY_NODE_LATENCY, "%u/%u", quantum, rate);
 }
@@ -330,7 +339,7 @@ static int make_ring(playd_pw *o, uint32_t rate, uint32_t channels, int format, 
     o->stride = sample * channels;
     o->rate = rate; o->channels = channels; o->format = format;
     atomic_store(&o->write, 0); atomic_store(&o->claim, 0); atomic_store(&o->read, 0);
-    atomic_store(&o->want, 0); atomic_store(&o->graph_delay, 0);
+    atomic_store(&o->want, 0); atomic_store(&o->graph_delay, 0); atomic_store(&o->heard_by_ns, 0);
     return 0;
 }
 
@@ -471,8 +480,17 @@ long playd_pw_write(playd_pw *o, const void *samples, long frames) {
 long playd_pw_delay(playd_pw *o) {
     if (!o->ring) return 0;
     uint64_t w = atomic_load_explicit(&o->write, memory_order_relaxed);
-    int64_t graph = atomic_load_explicit(&o->graph_delay, memory_order_relaxed);
-    return (long)(w - atomic_load(&o->read)) + (long)(graph > 0 ? graph : 0);
+    uint64_t queued = w - atomic_load(&o->read);
+    if (queued > 0) {
+        int64_t graph = atomic_load_explicit(&o->graph_delay, memory_order_relaxed);
+        return (long)queued + (long)(graph > 0 ? graph : 0);
+    }
+    // The ring is empty: what the graph still holds, by the clock (the end of a track
+    // waits for it; at 2048-frame cycles the last 200 frames were cut without it).
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t left = atomic_load_explicit(&o->heard_by_ns, memory_order_relaxed) - ((int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+    return left > 0 ? (long)(left * (int64_t)o->rate / 1000000000LL) : 0;
 }
 
 long playd_pw_rewindable(playd_pw *o) {

@@ -75,6 +75,10 @@ public final class PipeWireServer: @unchecked Sendable {
 /// Records what the test sink plays, from its monitor, with `pw-record` (raw 32-bit
 /// float, stereo, at `rate`): the graph's own format, so 16 and 24-bit sources come
 /// back exactly.
+///
+/// Into /dev/shm: pw-record writes the file in its real-time callback, and on the test
+/// machine's disk a write now and then stalled it past a graph cycle (one recorder of
+/// two lost a cycle that the other recorded, 2026-11-27).
 public final class PipeWireRecorder: @unchecked Sendable {
     // @unchecked Sendable: the process is started once and stopped once (by the test).
     public let path: String
@@ -83,9 +87,11 @@ public final class PipeWireRecorder: @unchecked Sendable {
     private var stopped = false
 
     /// Starts pw-record and waits (up to 10 s, a hang guard) until it has written
-    /// 100 ms, so what plays next is recorded from its start.
-    public init(server: PipeWireServer, path: String, rate: Int) throws {
-        self.path = path
+    /// 100 ms, so what plays next is recorded from its start. `name`: the recording's
+    /// file name (in /dev/shm, unique to this process; removed when released).
+    public init(server: PipeWireServer, path name: String, rate: Int) throws {
+        let base = (name as NSString).lastPathComponent
+        self.path = "/dev/shm/playd-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))-\(base)"
         self.rate = rate
         process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/pw-record")
@@ -116,7 +122,10 @@ public final class PipeWireRecorder: @unchecked Sendable {
         process.waitUntilExit()
     }
 
-    deinit { stop() }
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(atPath: path)
+    }
 
     /// Waits until one more second is on disk (the sink's monitor runs on, silent once
     /// nothing plays: by then everything the graph held is recorded; 10 s is a hang

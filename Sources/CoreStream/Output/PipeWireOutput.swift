@@ -17,7 +17,7 @@ import Glibc
 /// Threads: the render thread writes into a ring that PipeWire's data thread reads in
 /// its process callback; they share three frame counters and an eventfd (see
 /// `cpipewire.h`). The render thread can take back what the callback has not yet
-/// claimed (at most one graph cycle, ~21 ms, is beyond reach), so a pause ramps out at
+/// claimed (at most one graph cycle, ~43 ms, is beyond reach), so a pause ramps out at
 /// once as on a rewindable card. open/close and stream properties run on the control
 /// side under libpipewire's thread-loop lock, which the render thread never takes; a
 /// format switch swaps the ring behind a gate the callback checks (it sends silence
