@@ -29,6 +29,12 @@ public final class Daemon: @unchecked Sendable {
     /// `commands`: the command table (a test adds its own specs to it).
     public init(config: DaemonConfig, logger: Logger, commands: CommandTable = CommandTable()) throws {
         self.logger = logger
+        if !config.schedule.timezone.isEmpty {
+            // The schedule's zone is the process's (glibc's localtime reads TZ), set
+            // before the player's threads start; the config checked it names a zone.
+            setenv("TZ", config.schedule.timezone, 1)
+            tzset()
+        }
         player = try Player(config: config, logger: logger, commands: commands)
         let player = self.player
         var counters: () -> ServerCounters = { ServerCounters() }
@@ -51,6 +57,7 @@ public final class Daemon: @unchecked Sendable {
         player.onNotify = { [unowned self, unowned server] changes, events in
             Self.notify(server, self.web, player, changes, events)
         }
+        server.tickDue = { [unowned player] in player.scheduleDue }
         server.afterTurn = { [unowned self] in
             // Parked web requests run again before the flush, as the sockets' do.
             self.web?.resumeIfWanted()
@@ -288,6 +295,11 @@ public final class Daemon: @unchecked Sendable {
         for k in DaemonConfig.keys where k.reload == .restart && k.differs(running, new) {
             changed.append(k.name)
             k.copy(&new, running)
+        }
+        // The zone is the process's TZ, set once at start.
+        if running.schedule.timezone != new.schedule.timezone {
+            changed.append("schedule.timezone")
+            new.schedule.timezone = running.schedule.timezone
         }
         return changed
     }

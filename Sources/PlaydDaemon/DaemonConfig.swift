@@ -149,6 +149,10 @@ public struct DaemonConfig: Sendable, Equatable {
     /// `announce.tts_duck_db`: the music's level under a clip in duck mode (−60…0 dB).
     public var ttsDuckDB = -18.0
 
+    /// `[schedule]`, `[schedule.default]`, `[[schedule.block]]`, `[[schedule.announce]]`:
+    /// the day's programme (Schedule.swift, docs/schedule.md).
+    public var schedule = Schedule()
+
     public init() {}
 
     public struct Error: Swift.Error, CustomStringConvertible {
@@ -158,7 +162,7 @@ public struct DaemonConfig: Sendable, Equatable {
 
     /// The config's tables; every key is `table.key`.
     /// (From the key table, its one owner: a new table's keys bring the table.)
-    static let sections: Set<String> = Set(keys.map { String($0.name.prefix { $0 != "." }) })
+    static let sections: Set<String> = Set(keys.map { String($0.name.prefix { $0 != "." }) } + ["schedule"])
 
     /// Parses `text` (the file at `path`, named in errors).
     public init(toml text: String, path: String) throws(Error) {
@@ -170,13 +174,15 @@ public struct DaemonConfig: Sendable, Equatable {
         let doc: TOML
         do { doc = try TOML(bytes: bytes) } catch { throw Error(message: "\(path): \(error)") }
         self.init()
-        for h in doc.headers where h.path.count != 1 || !Self.sections.contains(h.path[0]) {
+        for h in doc.headers where !(h.path.count == 1 && Self.sections.contains(h.path[0])) && h.path != ["schedule", "default"] {
             let name = h.path.map(TOML.showKey).joined(separator: ".")
             throw Error(message: "\(path): line \(h.line): unknown table [\(name)] (the tables are \(Self.sections.sorted().joined(separator: ", ")))")
         }
         var seen: Set<String> = []
         var mixerSpellings: Set<String> = []  // the values of output.mixer and volume.mixer
-        for e in doc.leaves {
+        // The schedule's tables and arrays of tables are read by their own parser.
+        schedule = try Schedule.parse(doc.leaves.filter { $0.path.first == "schedule" }, path: path)
+        for e in doc.leaves where e.path.first != "schedule" {
             // Every setting is `table.key`: a path of any other length (or a quoted part
             // holding a dot) matches no key of the table.
             let key = e.path.count == 2 ? e.path.joined(separator: ".") : e.path.map(TOML.showKey).joined(separator: ".")

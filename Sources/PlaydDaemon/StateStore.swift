@@ -21,6 +21,14 @@ struct SavedState {
     var disabledOutputs: [String] = []
     /// MPD's crossfade, mixrampdb, mixrampdelay (its state file keeps them too).
     var crossfade = Player.CrossfadeSettings()
+    /// The schedule's block in place (`3@2026-11-27`, `default`) and whether a client's
+    /// override held: a restart in the same block goes on with it.
+    var schedule: (occurrence: String, overridden: Bool)?
+
+    private var scheduleJSON: JSON {
+        guard let s = schedule else { return .null }
+        return .obj(("block", .string(s.occurrence)), ("override", .bool(s.overridden)))
+    }
 
     var json: JSON {
         .obj(("version", .int(1)), ("file", file.map(JSON.string) ?? .null), ("position_frames", .int(positionFrames)),
@@ -32,6 +40,7 @@ struct SavedState {
              ("disabled_outputs", .array(disabledOutputs.map(JSON.string))),
              ("crossfade", .obj(("seconds", .int(Int64(crossfade.seconds))), ("mixramp_db", .number(crossfade.mixrampDB)),
                                 ("mixramp_delay", .number(crossfade.mixrampDelay)))),
+             ("schedule", scheduleJSON),
              ("queue", .obj(("entries", .array(queue.entries.map { .obj(("id", .int(Int64($0.id))), ("file", .string($0.path))) })),
                             ("current", queue.current.map { JSON.int(Int64($0)) } ?? .null),
                             // "repeat" for state files of earlier versions; "repeats" and
@@ -145,7 +154,10 @@ enum StateStore {
                           volume: Int(j["volume"]?.integer(in: 0...100) ?? 100),
                           muted: j["muted"]?.boolValue ?? false, queue: queue,
                           disabledOutputs: j["disabled_outputs"]?.arrayValue?.compactMap(\.stringValue) ?? [],
-                          crossfade: Player.CrossfadeSettings(saved: j["crossfade"]))
+                          crossfade: Player.CrossfadeSettings(saved: j["crossfade"]),
+                          schedule: j["schedule"].flatMap { s in
+                              s["block"]?.stringValue.flatMap { $0.utf8.count <= 64 ? ($0, s["override"]?.boolValue ?? false) : nil }
+                          })
     }
 }
 

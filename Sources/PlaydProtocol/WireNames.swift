@@ -6,7 +6,7 @@ public enum EventName: String, CaseIterable, Sendable {
     case loopWrapped = "loop_wrapped", loop, direction, volume, queue, options, crossfade, output, skipped
     case outputLost = "output_lost", outputRestored = "output_restored", update, buffering
     case storedPlaylist = "stored_playlist", announcementStarted = "announcement_started"
-    case announcementEnded = "announcement_ended", metadata, reconnecting, reconnected
+    case announcementEnded = "announcement_ended", metadata, reconnecting, reconnected, schedule
     /// The periodic tick of a subscription with `ticks`.
     case position
 }

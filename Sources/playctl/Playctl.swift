@@ -23,7 +23,7 @@ struct Playctl: ParsableCommand {
                       Add.self, Insert.self, Remove.self, Move.self, Clear.self, Queue.self, Next.self, Prev.self,
                       RepeatMode.self, SingleMode.self, Shuffle.self, Consume.self, CrossfadeCommand.self, Export.self, Loudness.self,
                       Update.self, Search.self, Find.self, List.self, Ls.self, Save.self, Load.self, Playlists.self, Current.self,
-                      Announce.self, Status.self, Watch.self, Ping.self])
+                      Announce.self, ScheduleCommand.self, Status.self, Watch.self, Ping.self])
 
     /// The arguments as bytes, escaped as ``PathBytes`` says: `CommandLine.arguments`
     /// turns bytes that are not UTF-8 into U+FFFD, so a file with a Latin-1 name could

@@ -58,6 +58,12 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     private var levelTarget: Float
     private var levelStep: Float = 0
     private let levelRampFrames: Int
+    /// The slow fade (``RenderShared/fadeTarget``): applied now, where it goes, how much
+    /// per frame, and the serial taken last. Render thread only.
+    private var fade: Float = 1
+    private var fadeTarget: Float = 1
+    private var fadeStep: Float = 0
+    private var fadeSerial: UInt64 = 0
     /// Set by a flush: the next stream starts at its level, without a ramp.
     private var snapLevel = true
     /// Set where a new stream's first frame is taken (a gapless join): a level lower than
@@ -302,6 +308,8 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         // The old audio is gone: a new stream starts at the level already set for it
         // (a new track's ReplayGain), not with a ramp from the old one.
         snapLevel = true
+        fade = 1
+        fadeTarget = 1
         historyCount = 0
         gain = 0
         state = state == .failed ? .failed : .starting
@@ -799,7 +807,14 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             levelStep = abs(newLevel - level) / Float(levelRampFrames)
         }
         joinedStream = false
-        if gain == gainTarget && gain == 1 && level == levelTarget {
+        let serial = shared.fadeSerial.load(ordering: .acquiring)
+        if serial != fadeSerial {
+            fadeSerial = serial
+            fadeTarget = min(1, max(0, Float(bitPattern: shared.fadeTarget.load(ordering: .relaxed))))
+            let frames = shared.fadeFrames.load(ordering: .relaxed)
+            fadeStep = frames <= 0 ? 1 : 1 / Float(frames)
+        }
+        if gain == gainTarget && gain == 1 && level == levelTarget && fade == 1 && fadeTarget == 1 {
             if level == 1 { return }
             let n = frames * channels
             let l = level
@@ -809,15 +824,19 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         var g = gain, l = level
         let target = gainTarget, step = gainStep
         let lTarget = levelTarget, lStep = levelStep
+        var d = fade
+        let dTarget = fadeTarget, dStep = fadeStep
         for f in 0..<frames {
             if g < target { g = min(target, g + step) } else if g > target { g = max(target, g - step) }
             if l < lTarget { l = min(lTarget, l + lStep) } else if l > lTarget { l = max(lTarget, l - lStep) }
-            let factor = g * l
+            if d < dTarget { d = min(dTarget, d + dStep) } else if d > dTarget { d = max(dTarget, d - dStep) }
+            let factor = g * l * d
             let base = mix + f * channels
             for c in 0..<channels { base[c] *= factor }
         }
         gain = g
         level = l
+        fade = d
     }
 
     @inline(__always)

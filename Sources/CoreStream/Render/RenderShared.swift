@@ -184,6 +184,15 @@ public final class RenderShared: @unchecked Sendable {
     public let replayGain = Atomic<UInt32>(Float(1).bitPattern)
     public let nextReplayGain = Atomic<UInt32>(Float(1).bitPattern)
     public let nextGeneration = Atomic<UInt64>(UInt64.max)
+    /// A slow fade over the music (the schedule's fade at a block boundary): where it
+    /// goes (0…1, `Float` bits) and over how many device frames a full 0 → 1 takes;
+    /// published by bumping `fadeSerial` (release) after both. Written by the control
+    /// side; render reads the serial once per period and takes the other two when it
+    /// changed. A flush (a new track, a seek, a stop) ends a fade: the new stream starts
+    /// at full level, so a programme faded out and replaced is never heard faded.
+    public let fadeTarget = Atomic<UInt32>(Float(1).bitPattern)
+    public let fadeFrames = Atomic<Int>(0)
+    public let fadeSerial = Atomic<UInt64>(0)
     /// The local output is disabled: render writes silence to it, keeping it open as
     /// the clock that paces the feeds. Written by the control side (relaxed: a plain
     /// flag read once per period).

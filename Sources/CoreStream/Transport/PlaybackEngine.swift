@@ -390,6 +390,21 @@ public final class PlaybackEngine: @unchecked Sendable {
         }
     }
 
+    /// Fades what plays toward `target` (0…1, on top of the volume) over `seconds` for a
+    /// full 0 → 1 (0: at once). The render thread ramps it linearly, sample by sample;
+    /// the next flush (a new track played, a seek, a stop) ends it, and what plays from
+    /// there is at full level. The schedule fades a programme out with it at a block
+    /// boundary, then plays the next one. Thread: any.
+    public func setFade(to target: Double, seconds: Double) {
+        let t = target.isFinite ? min(1, max(0, target)) : 1
+        let s = seconds.isFinite ? min(600, max(0, seconds)) : 0
+        let rate = control.withLock { $0.negotiated?.pcm.sampleRate } ?? 48_000
+        shared.fadeTarget.store(Float(t).bitPattern, ordering: .relaxed)
+        shared.fadeFrames.store(Int((s * Double(rate)).rounded()), ordering: .relaxed)
+        shared.fadeSerial.add(1, ordering: .releasing)
+        EventFD.signal(shared.renderWake)
+    }
+
     /// A track's ReplayGain: its tags, or the measurement the lookup has for its path
     /// (``setLoudnessLookup(_:)``), as `level.source` says.
     func gainInfo(_ info: TrackInfo, _ level: LevelSettings) -> ReplayGainInfo {

@@ -51,6 +51,8 @@ public struct CommandSpec: Sendable {
         /// MPD's reads: `currentsong`, `stats`, `getvol`, `replay_gain_status`,
         /// `urlhandlers`, `decoders`.
         case currentSong, stats, volume, replayGainStatus, urlHandlers, decoders
+        /// JSON: the schedule now, and the plan of the `day` argument's day.
+        case schedule
     }
 
     public init(json: String? = nil, mpd: String? = nil, _ permission: MPDSession.Permission,

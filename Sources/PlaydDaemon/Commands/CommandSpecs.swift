@@ -37,6 +37,10 @@ public enum CommandSpecs {
     static let reads: [CommandSpec] = [
         CommandSpec(json: "ping", mpd: "ping", .none, reply: .pong) { _, _ throws(PlayerError) in },
         CommandSpec(json: "version", .none, reply: .version) { _, _ throws(PlayerError) in },
+        // The schedule now; with `day` (YYYY-MM-DD, today, tomorrow) that day's plan.
+        CommandSpec(json: "schedule", .read, [A("day", .name, optional: true)], reply: .schedule) { _, a throws(PlayerError) in
+            if let d = a.text("day") { _ = try Player.scheduleDay(d) }
+        },
         // The error status shows is an output lost (retried on its own); nothing else
         // lingers as MPD's player errors do, so there is nothing to clear.
         CommandSpec(mpd: "clearerror", .control) { _, _ throws(PlayerError) in },

@@ -81,6 +81,8 @@ public enum PlayerEvent: Sendable {
     case announcementStarted(source: String, musicFrame: Int64?)
     /// An announcement ended: played out, cancelled, or refused (`error`).
     case announcementEnded(source: String, cancelled: Bool, error: PlayerError?)
+    /// The schedule's block changed, or a client's override began (`schedule` reads it).
+    case schedule
 
     /// What the event means for MPD's idle subsystems.
     public var changes: Changes {
@@ -98,7 +100,7 @@ public enum PlayerEvent: Sendable {
         case .updateFinished(let r, _): return r.added + r.updated + r.removed > 0 ? [.update, .database] : .update
         case .underruns, .corruptPackets, .loopWrapped, .updateRunning: return []
         // Not MPD news: MPD has no announcements (its clients send them as messages).
-        case .announcementStarted, .announcementEnded: return []
+        case .announcementStarted, .announcementEnded, .schedule: return []
         }
     }
 }

@@ -7,8 +7,11 @@ extension Player {
     public func perform(_ command: Command) throws(PlayerError) -> Outcome {
         ControlThread.check()
         do {
-            if let out = try performTTSStep(command) { return out }
-            return try run(command)
+            let out = try performTTSStep(command) ?? run(command)
+            // Done: during a schedule's block, a client's play, stop or volume holds
+            // until the next boundary (Player+Schedule.swift).
+            noteClientCommand(command)
+            return out
         } catch {
             throw PlayerError(any: error)
         }
@@ -206,7 +209,7 @@ extension Player {
     // MARK: - Options
 
     /// repeat, single, random, consume: one place, so both protocols mean the same.
-    private func setOptions(_ change: (inout PlayQueue) -> Void) {
+    func setOptions(_ change: (inout PlayQueue) -> Void) {
         let before = (queue.repeats, queue.single, queue.shuffle, queue.consume)
         change(&queue)
         guard before != (queue.repeats, queue.single, queue.shuffle, queue.consume) else { return }

@@ -182,6 +182,14 @@ public final class Player: @unchecked Sendable {
     var announcements = Announcements()
     /// MPD's crossfade and MixRamp settings (Player+Crossfade.swift). Control thread.
     public internal(set) var crossfade = CrossfadeSettings()
+    /// The schedule as it runs (Player+Schedule.swift). Control thread.
+    var scheduleRun = ScheduleRun()
+    /// Set while the schedule itself acts: its commands are not a client's override.
+    /// Control thread.
+    var scheduleIsActing = false
+    /// The schedule's occurrence and override in the saved state, until the schedule
+    /// starts (``restore()``). Control thread.
+    var restoredSchedule: (occurrence: String, overridden: Bool)?
     /// Resumes the sessions parked on ``PlayerError/Code/workPending`` (the server's
     /// `resumeParked`). Set by the daemon. Control thread.
     public var resumeParked: () -> Void = {}
@@ -271,6 +279,9 @@ public final class Player: @unchecked Sendable {
         pendingEvents.removeAll()
         pendingChanges = []
         stateDirty = false
+        // The schedule starts in the block the clock is in (after a restart too).
+        startSchedule(saved: restoredSchedule)
+        restoredSchedule = nil
     }
 
     /// The ReplayGain part of the config applied to `level`.
@@ -293,6 +304,18 @@ public final class Player: @unchecked Sendable {
         LocalFile.roots = (!config.allowOutsideRoots ? library?.roots : nil) ?? []
         engine.setLevel(Self.level(config, engine.status().level))
         measureQueuedLoudness()
+        // A schedule changed by a reload: its blocks are numbered anew, so the block
+        // the clock is in is put in place again (with a fade, as at a boundary).
+        if new.schedule != scheduleRun.config {
+            scheduleRun = ScheduleRun()
+            if !new.schedule.isEmpty {
+                let now = WallClock.local(WallClock.now())
+                scheduleRun.lastLook = (now.date, now.second)
+                beginSwitch(to: new.schedule.occurrence(now.date, now.second), fade: true)
+            } else {
+                emit(.schedule)
+            }
+        }
     }
 
     /// Saves and stops the engine. After the control thread has stopped.
@@ -404,6 +427,7 @@ public final class Player: @unchecked Sendable {
         libraryTick()
         ttsTick()
         fileOpenTick()
+        scheduleTick()
     }
 
     // MARK: - Views
@@ -481,6 +505,7 @@ public final class Player: @unchecked Sendable {
             state.volume = currentLevel().volume
             state.muted = s.level.muted
             state.crossfade = crossfade
+            state.schedule = scheduleRun.applied.map { ($0.description, scheduleRun.overridden) }
             store(state, now: now)
             return
         }
@@ -491,7 +516,8 @@ public final class Player: @unchecked Sendable {
                                state: s.state.rawValue, loop: loop, direction: s.direction,
                                volume: currentLevel().volume, muted: s.level.muted, queue: queue,
                                disabledOutputs: engine.outputs().filter { !$0.enabled }.map(\.name),
-                               crossfade: crossfade)
+                               crossfade: crossfade,
+                               schedule: scheduleRun.applied.map { ($0.description, scheduleRun.overridden) })
         store(state, now: now)
     }
 
@@ -513,6 +539,7 @@ public final class Player: @unchecked Sendable {
             return
         }
         guard let st = saved else { return }
+        restoredSchedule = st.schedule
         queue = st.queue
         crossfade = st.crossfade
         engine.setDirection(st.direction)

@@ -109,6 +109,9 @@ public final class ControlServer: @unchecked Sendable {
     public let connectedClients = Atomic<Int>(0)
     /// Called about every `tickMillis` on the control thread (periodic state save, ticks).
     private let onTick: () -> Void
+    /// A time (monotonic ns) to run `onTick` sooner than its period (the end of the
+    /// schedule's fade). Control thread.
+    public var tickDue: () -> UInt64? = { nil }
     private let tickMillis: Int32
     /// Counts connections cut off for not reading.
     public let droppedSlowClients = Atomic<Int>(0)
@@ -365,6 +368,8 @@ public final class ControlServer: @unchecked Sendable {
                 if let due = c.session.nextTickDue { timeout = min(timeout, max(0, Int64(due) - Int64(now)) / 1_000_000) }
             }
             for until in restingUntil.values where until > now { timeout = min(timeout, Int64((until - now) / 1_000_000) + 1) }
+            let due = tickDue()
+            if let d = due { timeout = min(timeout, d > now ? Int64((d - now) / 1_000_000) + 1 : 0) }
             let n = poll(&fds, nfds_t(fds.count), Int32(max(0, timeout)))
             if n < 0 && errno != EINTR { break }
 
@@ -410,7 +415,7 @@ public final class ControlServer: @unchecked Sendable {
                 let text = c.session.tick(now: t)
                 if !text.isEmpty { enqueueRaw(c, text); flush(c) }
             }
-            if t - lastTick >= UInt64(tickMillis) * 1_000_000 {
+            if t - lastTick >= UInt64(tickMillis) * 1_000_000 || due.map({ t >= $0 }) == true {
                 lastTick = t
                 onTick()
             }

@@ -115,6 +115,7 @@ enum JSONCommands {
             return [("queue", .array(q.entries.enumerated().map { JSONEncoding.entry(p, $0.offset, $0.element) })),
                     ("current", q.current.map { JSON.int(Int64($0)) } ?? .null)]
         case .name: return [("name", a.text("name").map(JSON.string) ?? .null)]
+        case .schedule: return JSONEncoding.schedule(p.scheduleView(day: a.text("day").flatMap { try? Player.scheduleDay($0) }))
         case .pong: return [("pong", .bool(true))]
         case .version: return [("version", .string(Daemon.version)), ("protocol", .int(1))]
         case .outputs: return [("outputs", .array(p.snapshot().outputs.map { .object(JSONEncoding.outputMembers($0)) }))]

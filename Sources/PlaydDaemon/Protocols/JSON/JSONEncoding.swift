@@ -55,6 +55,7 @@ enum JSONEncoding {
         case .streamReconnecting(let path, let attempt, let cause):
             return ev(.reconnecting, [("file", .string(path)), ("attempt", .int(Int64(attempt))), ("cause", .string(cause))])
         case .streamReconnected(let path): return ev(.reconnected, [("file", .string(path))])
+        case .schedule: return ev(.schedule, schedule(player.scheduleView()))
         case .updateFinished(let r, let songs):
             return ev(.update, [("state", .string("finished")), ("job", .int(r.job)),
                                  ("scanned", .int(r.scanned)), ("added", .int(r.added)), ("updated", .int(r.updated)),
@@ -63,6 +64,29 @@ enum JSONEncoding {
                                  ("unreadable", .array(r.unreadable.map(JSON.string))), ("seconds", .number(r.seconds)),
                                  ("songs", .int(songs))])
         }
+    }
+
+    /// The schedule now (`schedule` and its event; docs/schedule.md).
+    static func schedule(_ v: Player.ScheduleView) -> [(String, JSON)] {
+        var m: [(String, JSON)] = [("configured", .bool(v.configured)), ("timezone", .string(v.timezone)),
+                                   ("now", .string(WallClock.iso(v.now))),
+                                   ("block", v.block.map(JSON.string) ?? .null), ("programme", v.programme.map(JSON.string) ?? .null),
+                                   ("since", v.since.map(JSON.string) ?? .null),
+                                   ("override", .bool(v.overridden)), ("override_mode", .string(v.override)),
+                                   ("next", v.next.map { n in .obj(("at", .string(WallClock.iso(n.at))), ("in_seconds", .int(Int64(n.at - v.now))),
+                                                                   ("block", .string(n.block)), ("programme", .string(n.programme))) } ?? .null)]
+        if let d = v.day {
+            m.append(("day", .obj(("date", .string(d.date.description)),
+                                  ("blocks", .array(d.stretches.map { s in
+                                      .obj(("from", .string(s.from)), ("to", .string(s.to)), ("block", .string(s.block)),
+                                           ("programme", .string(s.programme)), ("seconds", .int(Int64(s.seconds))))
+                                  })),
+                                  ("announcements", .array(d.announcements.map { a in
+                                      .obj(("at", .string(a.at)), ("name", .string(a.name)), ("source", .string(a.source)))
+                                  }))))
+            )
+        }
+        return m
     }
 
     static func options(repeats: Bool, single: PlayQueue.Single, shuffle: Bool, consume: Bool) -> [(String, JSON)] {

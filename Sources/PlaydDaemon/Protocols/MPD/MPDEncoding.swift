@@ -17,7 +17,7 @@ extension MPDCommands {
     /// they changed is read with `status`, as MPD clients do.
     static func lines(_ reply: CommandSpec.Reply, _ p: Player) -> [String] {
         switch reply {
-        case .done, .current, .options, .level, .crossfade, .direction, .length, .queue, .name, .pong, .version, .output: return []
+        case .done, .current, .options, .level, .crossfade, .direction, .length, .queue, .name, .pong, .version, .output, .schedule: return []
         case .currentSong:
             let s = p.snapshot().status
             return song(p, p.heardEntries(s).current, path: s.track?.path)
