@@ -125,6 +125,7 @@ extension DaemonConfig {
         Key("library.database", \.libraryDatabase, .restart) { v throws(Error) in try v.string() },
         Key("library.playlist_directory", \.playlistDirectory, .restart) { v throws(Error) in try v.string() },
         Key("library.update_on_start", \.updateOnStart, .live) { v throws(Error) in try v.bool() },
+        Key("library.measure_loudness", \.measureLoudness, .live) { v throws(Error) in try v.bool() },
         Key("state.file", \.stateFile, .restart) { v throws(Error) in try v.string() },
         Key("state.save_interval", \.saveInterval, .live) { v throws(Error) in try v.int(1...86_400) },
         Key("state.resume", \.resume, .live) { v throws(Error) in try v.word(["paused", "playing", "stopped"]) },

@@ -40,6 +40,9 @@ public struct DaemonConfig: Sendable, Equatable {
     public var playlistDirectory = ""
     /// `library.update_on_start`: scan the roots when playd starts.
     public var updateOnStart = true
+    /// `library.measure_loudness`: measure the library's songs in the background after
+    /// a scan and keep the figures in the index (LibraryLoudness.swift).
+    public var measureLoudness = true
     /// `state.file`: where playback state is saved. Empty: `$STATE_DIRECTORY/state.json`
     /// under systemd, else `$XDG_STATE_HOME/playd/state.json`, else `~/.local/state/playd/state.json`.
     public var stateFile = ""

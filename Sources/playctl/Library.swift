@@ -24,7 +24,12 @@ struct Update: ParsableCommand {
             let s = try connection.send("status")
             let lib = s["library"]
             if lib?["updating"]?.boolValue != true {
-                if !connection.json { print("done: \(Int(lib?["songs"]?.numberValue ?? 0)) songs in the library") }
+                if !connection.json {
+                    print("done: \(Int(lib?["songs"]?.numberValue ?? 0)) songs in the library")
+                    if let l = lib?["loudness"], l["measuring"]?.boolValue == true {
+                        print("loudness: \(Int(l["measured"]?.numberValue ?? 0)) of \(Int(l["songs"]?.numberValue ?? 0)) songs measured; measuring the rest in the background")
+                    }
+                }
                 return
             }
         }

@@ -220,6 +220,86 @@ struct LoudnessTests {
         #expect(Double(peak) <= pow(10, -1.0 / 20), "the capture's largest sample is \(20 * log10(Double(peak))) dBFS")
     }
 
+    /// The library is measured into its index after the scan (issue 43): each track's
+    /// figure and its album's (the folder's songs with one album tag) match the CLI's,
+    /// `album` mode plays at the album's gain, a restart measures nothing again, and a
+    /// changed file is measured again (its folder only) after the next update.
+    @Test func theLibraryIsMeasuredIntoItsIndexOnce() throws {
+        let h = try DaemonHarness(extraConfig: """
+            [library]
+            music_roots = ["$DIR/music"]
+            [volume]
+            replaygain = "album"
+            [replaygain]
+            source = "measured"
+            """)
+        var tracks: [String] = []
+        for (k, db) in [-6, -18].enumerated() {
+            let p = h.dir + "/music/Album/\(k + 1).flac"
+            try FileManager.default.createDirectory(atPath: h.dir + "/music/Album", withIntermediateDirectories: true)
+            try Shell.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=c=pink:r=44100:d=5:a=0.5:seed=\(k + 3),volume=\(db)dB", "-ac", "2",
+                              "-metadata", "album=Measured", "-c:a", "flac", p])
+            tracks.append(p)
+        }
+        let single = h.dir + "/music/Other/x.flac"
+        try FileManager.default.createDirectory(atPath: h.dir + "/music/Other", withIntermediateDirectories: true)
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=c=pink:r=44100:d=5:a=0.5:seed=9,volume=-12dB", "-ac", "2", "-c:a", "flac", single])
+        func loudness() -> JSON? { h.request("status")?["library"]?["loudness"] }
+        func settled(_ n: Int) -> Bool {
+            h.waitFor(seconds: 120) { loudness()?["measured"]?.numberValue == Double(n) && loudness()?["measuring"]?.boolValue == false }
+        }
+        func gains(_ path: String) throws -> JSON? {
+            #expect(h.request("play", ("path", .string(path)))?["ok"] == .bool(true))
+            var rg: JSON?
+            _ = h.waitFor { rg = h.request("status")?["replay_gain"]; return h.request("status")?["file"]?.stringValue == path && rg?["source"]?.stringValue == "measured" }
+            return rg
+        }
+        try h.start()
+        #expect(settled(3), "status: \(loudness() ?? .null)")
+        #expect(loudness()?["measured_since_start"]?.numberValue == 3)
+        let (album, second) = (try Self.reference(tracks), try Self.reference([tracks[1]]))
+        let rg = try gains(tracks[1])
+        #expect(abs((rg?["track_gain_db"]?.numberValue ?? 99) - (-18 - second.integrated!)) <= 0.1, "\(rg ?? .null) against \(second)")
+        #expect(abs((rg?["album_gain_db"]?.numberValue ?? 99) - (-18 - album.integrated!)) <= 0.1, "\(rg ?? .null) against \(album)")
+        #expect(abs((rg?["applied_db"]?.numberValue ?? 99) - (rg?["album_gain_db"]?.numberValue ?? 0)) <= 0.01, "album mode plays the album's gain")
+        let alone = try gains(single)
+        #expect(alone?["album_gain_db"]?.isNull == true, "a song with no album tag has no album figure: \(alone ?? .null)")
+
+        // A restart: nothing measured again.
+        #expect(h.terminate().status == 0)
+        try h.start()
+        #expect(settled(3))
+        #expect(loudness()?["measured_since_start"]?.numberValue == 0, "\(loudness() ?? .null)")
+        // x.flac changes (6 dB louder): the next update measures its folder again, only.
+        try FileManager.default.removeItem(atPath: single)
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=c=pink:r=44100:d=6:a=0.5:seed=9,volume=-6dB", "-ac", "2", "-c:a", "flac", single])
+        let (st, out, err) = try h.playctl("update", "--wait")
+        #expect(st == 0, "\(out) \(err)")
+        #expect(h.waitFor(seconds: 120) { loudness()?["measured_since_start"]?.numberValue == 1 && loudness()?["measuring"]?.boolValue == false },
+                "\(loudness() ?? .null)")
+        let louder = try Self.reference([single])
+        let again = try gains(single)
+        #expect(abs((again?["track_gain_db"]?.numberValue ?? 99) - (-18 - louder.integrated!)) <= 0.1, "\(again ?? .null) against \(louder)")
+        #expect(h.terminate().status == 0)
+    }
+
+    /// `play PATH` of a file no index has measured: measured before it plays (it takes
+    /// well under a second), so its first frame is at its gain, and status says so from
+    /// the reply on.
+    @Test func aFilePlayedByPathIsMeasuredBeforeItPlays() throws {
+        let h = try DaemonHarness(extraConfig: "[volume]\nreplaygain = \"track\"\n[replaygain]\nsource = \"auto\"")
+        let file = h.dir + "/untagged.flac"
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=c=pink:r=44100:d=5:a=0.5:seed=4,volume=-9dB", "-ac", "2", "-c:a", "flac", file])
+        try h.start()
+        let c = try LineClient(path: h.socket)
+        #expect(c.request(.obj(("cmd", .string("play")), ("path", .string(file))))?["ok"] == .bool(true))
+        let rg = c.request(.obj(("cmd", .string("status"))))?["replay_gain"]
+        let ref = try Self.reference([file])
+        #expect(rg?["source"]?.stringValue == "measured", "\(rg ?? .null)")
+        #expect(abs((rg?["track_gain_db"]?.numberValue ?? 99) - (-18 - ref.integrated!)) <= 0.1, "\(rg ?? .null) against \(ref)")
+        #expect(h.terminate().status == 0)
+    }
+
     @Test func nothingMeasurableFails() throws {
         let (status, got, _) = try Self.playctl(["/nonexistent/x.flac", "http://127.0.0.1:9/radio"])
         #expect(status == 1)

@@ -76,7 +76,9 @@ public struct ReplayGainInfo: Sendable, Equatable {
         func fromMeasurement() -> ReplayGainInfo {
             guard let m = measured, let lufs = m.integratedLUFS else { return ReplayGainInfo() }
             var r = ReplayGainInfo(trackGainDB: settings.referenceLUFS - lufs,
-                                   trackPeak: m.truePeakDBTP.map { Loudness.linear(db: $0 - settings.maxTruePeakDBTP) })
+                                   trackPeak: m.truePeakDBTP.map { Loudness.linear(db: $0 - settings.maxTruePeakDBTP) },
+                                   albumGainDB: m.albumLUFS.map { settings.referenceLUFS - $0 },
+                                   albumPeak: m.albumTruePeakDBTP.map { Loudness.linear(db: $0 - settings.maxTruePeakDBTP) })
             r.source = "measured"
             return r
         }

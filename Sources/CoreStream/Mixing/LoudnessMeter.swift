@@ -16,13 +16,21 @@ public struct LoudnessFigures: Sendable, Equatable {
     public var samplePeakDBFS: Double?
     /// Seconds measured.
     public var seconds: Double
+    /// The album's integrated loudness and true peak, when the track was measured as one
+    /// of an album (the library's measuring: the tracks of one folder with one album
+    /// tag, gated as one programme).
+    public var albumLUFS: Double?
+    public var albumTruePeakDBTP: Double?
 
-    public init(integratedLUFS: Double?, rangeLU: Double, truePeakDBTP: Double?, samplePeakDBFS: Double?, seconds: Double) {
+    public init(integratedLUFS: Double?, rangeLU: Double, truePeakDBTP: Double?, samplePeakDBFS: Double?, seconds: Double,
+                albumLUFS: Double? = nil, albumTruePeakDBTP: Double? = nil) {
         self.integratedLUFS = integratedLUFS
         self.rangeLU = rangeLU
         self.truePeakDBTP = truePeakDBTP
         self.samplePeakDBFS = samplePeakDBFS
         self.seconds = seconds
+        self.albumLUFS = albumLUFS
+        self.albumTruePeakDBTP = albumTruePeakDBTP
     }
 
     /// The ReplayGain 2.0 gain for this loudness against `referenceLUFS` (−18 LUFS is
@@ -107,12 +115,20 @@ public final class LoudnessMeter {
     /// engine's protocol and demuxer allow-lists, regular files only) and measures it.
     /// Returns the meter, for an album figure.
     public static func measure(path: String) throws(StreamError) -> LoudnessMeter {
+        try measure(path: path, until: nil)!
+    }
+
+    /// As ``measure(path:)``, giving up (nil) when the monotonic clock passes
+    /// `deadline` (nanoseconds) before the end: a file about to play is measured first
+    /// only when that is quick.
+    public static func measure(path: String, until deadline: UInt64?) throws(StreamError) -> LoudnessMeter? {
         let decoder = try AudioDecoder(path: path, threads: 0)
         let meter = try LoudnessMeter(format: decoder.outputFormat)
         let capacity = 4096
         let buffer = UnsafeMutablePointer<Float>.allocate(capacity: capacity * decoder.outputFormat.channels)
         defer { buffer.deallocate() }
         while true {
+            if let deadline, monotonicNanoseconds() > deadline { return nil }
             let n = try decoder.read(into: buffer, capacity: capacity)
             if n == 0 { break }
             meter.add(buffer, frames: n)

@@ -145,6 +145,22 @@ public final class MusicLibrary: @unchecked Sendable {
         var hasWidth = false
         while try columns.step() { if columns.text(1) == "width" { hasWidth = true } }
         if !hasWidth { try db.execute("ALTER TABLE songs ADD COLUMN width TEXT; UPDATE songs SET size = -1;") }
+        // Added for issue 43: each song's EBU R128 figures and its album's, measured in
+        // the background after a scan (LibraryLoudness). `measured` is 0 until then, and
+        // set back to 0 when the scan finds the file changed.
+        let again = try db.prepare("PRAGMA table_info(songs)")
+        var hasMeasured = false
+        while try again.step() { if again.text(1) == "measured" { hasMeasured = true } }
+        if !hasMeasured {
+            try db.execute("""
+                ALTER TABLE songs ADD COLUMN lufs REAL; ALTER TABLE songs ADD COLUMN lra REAL;
+                ALTER TABLE songs ADD COLUMN true_peak REAL; ALTER TABLE songs ADD COLUMN sample_peak REAL;
+                ALTER TABLE songs ADD COLUMN seconds REAL;
+                ALTER TABLE songs ADD COLUMN album_lufs REAL; ALTER TABLE songs ADD COLUMN album_true_peak REAL;
+                ALTER TABLE songs ADD COLUMN measured INTEGER NOT NULL DEFAULT 0;
+                """)
+        }
+        try db.execute("CREATE INDEX IF NOT EXISTS songs_unmeasured ON songs(measured, dir)")
     }
 
     // MARK: - Paths
@@ -267,7 +283,7 @@ public final class MusicLibrary: @unchecked Sendable {
                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)
                 ON CONFLICT(path) DO UPDATE SET dir = ?2, size = ?3, mtime = ?4, title = ?5, artist = ?6, album = ?7,
                     album_artist = ?8, genre = ?9, date = ?10, track = ?11, disc = ?12, duration = ?13, codec = ?14,
-                    sample_rate = ?15, channels = ?16, error = ?17, seen = ?18, width = ?19
+                    sample_rate = ?15, channels = ?16, error = ?17, seen = ?18, width = ?19, measured = 0
                 """)
             upsertDir = try db.prepare("""
                 INSERT INTO dirs (path, parent, seen) VALUES (?1, ?2, ?3)

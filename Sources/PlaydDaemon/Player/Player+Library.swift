@@ -50,6 +50,7 @@ extension Player {
                                                   "updated": "\(r.updated)", "removed": "\(r.removed)",
                                                   "seconds": "\(r.seconds)"])
         emit(.updateFinished(r, songs: librarySongs))
+        if config.measureLoudness && libraryJob == 0 { loudness.measureLibrary() }
     }
 }
 

@@ -28,6 +28,80 @@ final class LoudnessStore: Sendable {
     private let waiting = Locked<Set<String>>([])
     private let worker = SerialWorker(name: "playd-loudness")
 
+    /// The library's index, when there is one (``attach(_:)``): figures it holds are
+    /// read from it, and ``measureLibrary()`` measures its songs into it. Set once, at
+    /// start, before anything is measured.
+    private let library = Locked<LibraryLoudness?>(nil)
+
+    func attach(_ l: LibraryLoudness) { library.withLock { $0 = l } }
+
+    /// Songs of the library measured, to measure, and whether a pass runs (nil: no
+    /// library).
+    var libraryProgress: (measured: Int, songs: Int, running: Bool, sinceStart: Int)? {
+        library.withLock { $0 }.map { ($0.measured.load(ordering: .relaxed), $0.total.load(ordering: .relaxed),
+                                       $0.running.load(ordering: .relaxed), $0.measuredSinceStart.load(ordering: .relaxed)) }
+    }
+
+    /// Measures the library's songs not measured yet, a folder per job on the loudness
+    /// thread (the queue's files, asked for meanwhile, go in between: the next track is
+    /// never stuck behind a library of 50,000 songs). Control thread.
+    func measureLibrary() {
+        guard let l = library.withLock({ $0 }) else { return }
+        l.stopRequested.store(false, ordering: .relaxed)
+        guard !l.running.exchange(true, ordering: .relaxed) else { return }
+        worker.submit { [self] in
+            _ = clinux_lower_thread_priority(10)
+            l.count()
+            libraryStep(l)
+        }
+    }
+
+    /// Whether `path` has figures or is known not to be measurable.
+    func isKnown(_ path: String) -> Bool { entries.withLock { $0[path] != nil } }
+
+    /// Before a file plays (on the thread that opened it, not the control thread): its
+    /// figures from the index, or measured here if that takes under `seconds`; else it
+    /// plays without them and is measured in the background for next time.
+    func measureBeforePlay(_ path: String, seconds: Double = 1) {
+        guard !isKnown(path) else { return }
+        if let db = library.withLock({ $0?.databasePath }), let stored = LibraryLoudness.stored(path, databasePath: db) {
+            entries.withLock { $0[path] = Entry(figures: stored) }
+            return
+        }
+        let deadline = monotonicNanoseconds() &+ UInt64(seconds * 1e9)
+        do {
+            if let meter = try LoudnessMeter.measure(path: path, until: deadline) {
+                entries.withLock { e in
+                    if e.count >= Self.capacity { e.removeAll() }
+                    e[path] = Entry(figures: meter.figures)
+                }
+                return
+            }
+        } catch {
+            return  // not audio: the open fails the play with its own error
+        }
+        measure([path])
+    }
+
+    /// Stops the library's measuring after the folder being measured. Any thread.
+    func stopLibrary() { library.withLock { $0 }?.stopRequested.store(true, ordering: .relaxed) }
+
+    /// One folder, then the next as a new job. Loudness thread.
+    private func libraryStep(_ l: LibraryLoudness) {
+        guard !l.stopRequested.load(ordering: .relaxed) else { l.running.store(false, ordering: .relaxed); return }
+        let done: [String: LoudnessFigures?]?
+        do { done = try l.step() } catch {
+            l.running.store(false, ordering: .relaxed)
+            return
+        }
+        guard let done else { l.running.store(false, ordering: .relaxed); return }
+        // What the queue measured already gets its album figure too.
+        entries.withLock { e in
+            for (path, f) in done where e[path] != nil { e[path] = Entry(figures: f) }
+        }
+        worker.submit { [self] in libraryStep(l) }
+    }
+
     /// The figures for `path`, if measured (nil also for a file that could not be).
     func figures(_ path: String) -> LoudnessFigures? { entries.withLock { $0[path]?.figures } }
 
@@ -56,7 +130,9 @@ final class LoudnessStore: Sendable {
     /// be: it is not tried again). The decoder opens regular files only.
     private func measureOne(_ path: String) {
         defer { _ = waiting.withLock { $0.remove(path) } }
-        let figures = try? LoudnessMeter.measure(path: path).figures
+        // The index has it (measured by the library's pass, album figure and all)?
+        let fromIndex = library.withLock { $0 }?.stored(path)
+        let figures = fromIndex ?? (try? LoudnessMeter.measure(path: path).figures)
         entries.withLock { e in
             if e.count >= Self.capacity { e.removeAll() }
             e[path] = Entry(figures: figures)

@@ -44,8 +44,16 @@ extension Player {
             }
             let post = self.post
             let onOpener = !fileOpenerBusy
+            // Measured loudness in use and none for this file: measured (or read from the
+            // index) before it plays when that takes under a second (issue 43).
+            let level = engine.status().level
+            let measure = level.replayGain != .off && level.source != .tags && !loudness.isKnown(path)
+            let source = level.source, loudness = self.loudness
             let open: @Sendable () -> Void = {
                 let result = Result { () throws(StreamError) in Handoff(try AudioDecoder(path: path)) }
+                if measure, case .success(let d) = result, source == .measured || ReplayGainInfo(tags: d.value.info.tags).isEmpty {
+                    loudness.measureBeforePlay(path)
+                }
                 post { [weak self] in
                     if onOpener { self?.fileOpenerBusy = false }
                     self?.fileOpened(path, result)

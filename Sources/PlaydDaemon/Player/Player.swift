@@ -266,7 +266,11 @@ public final class Player: @unchecked Sendable {
             // to the roots on the descriptor itself, not only when it is queued.
             if !config.allowOutsideRoots, let roots = library?.roots { LocalFile.roots = roots }
             logger.info("library", metadata: ["roots": "\(library!.roots)", "database": "\(dbPath)", "songs": "\(librarySongs)"])
+            loudness.attach(LibraryLoudness(databasePath: dbPath))
             if config.updateOnStart, let job = try? library?.update() { libraryJob = job }
+            // The songs not measured yet: after the scan when one runs (it holds the
+            // index's write lock), else now (what a pass stopped by a restart left).
+            if config.measureLoudness && libraryJob == 0 { loudness.measureLibrary() }
         }
     }
 
@@ -304,6 +308,9 @@ public final class Player: @unchecked Sendable {
         LocalFile.roots = (!config.allowOutsideRoots ? library?.roots : nil) ?? []
         engine.setLevel(Self.level(config, engine.status().level))
         measureQueuedLoudness()
+        if library != nil {
+            if config.measureLoudness { if libraryJob == 0 { loudness.measureLibrary() } } else { loudness.stopLibrary() }
+        }
         // A schedule changed by a reload: its blocks are numbered anew, so the block
         // the clock is in is put in place again (with a fade, as at a boundary).
         if new.schedule != scheduleRun.config {

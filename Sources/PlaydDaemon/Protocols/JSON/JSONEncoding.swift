@@ -225,6 +225,10 @@ enum JSONEncoding {
             if player.libraryJob != 0, let p = library.progress {
                 l += [("job", .int(p.job)), ("scanned", .int(p.scanned)), ("rate", .number((p.rate * 10).rounded() / 10))]
             }
+            if let p = player.loudness.libraryProgress {
+                l.append(("loudness", .obj(("measured", .int(p.measured)), ("songs", .int(p.songs)), ("measuring", .bool(p.running)),
+                                           ("measured_since_start", .int(p.sinceStart)))))
+            }
             m.append(("library", .object(l)))
         } else {
             m.append(("library", .null))
