@@ -199,6 +199,7 @@ extension DaemonConfig {
         Key("streams.reconnect_attempts", \.streamReconnects, .live) { v throws(Error) in try v.int(0...1000) },
         Key("streams.buffer_kib", \.streamBufferKiB, .live) { v throws(Error) in try v.int(16...65_536) },
         Key("streams.prefill_kib", \.streamPrefillKiB, .live) { v throws(Error) in try v.int(0...65_536) },
+        Key("streams.normalize", \.streamNormalize, .live) { v throws(Error) in try v.bool() },
         Key("log.level", \.logLevel, .live) { v throws(Error) in try v.word(DaemonConfig.logLevels) },
     ]
 

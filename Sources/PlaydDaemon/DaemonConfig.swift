@@ -140,6 +140,8 @@ public struct DaemonConfig: Sendable, Equatable {
     public var streamReconnects = 5
     /// `streams.buffer_kib`: the network buffer of a stream that cannot seek.
     public var streamBufferKiB = 128
+    /// `streams.normalize`: a slow automatic gain for streams (StreamNormalizer).
+    public var streamNormalize = false
     /// `streams.prefill_kib`: what arrives before the first frame (at most the buffer).
     public var streamPrefillKiB = 32
 

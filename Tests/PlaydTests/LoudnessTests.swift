@@ -300,6 +300,48 @@ struct LoudnessTests {
         #expect(h.terminate().status == 0)
     }
 
+    /// `[streams] normalize`: a station 10 dB under the reference is brought up to it,
+    /// one 8.5 dB over it (its peaks limited at −0.3 dBFS) down to it, slowly (the level just after the jump is still far
+    /// over), and no sample of the capture passes −1 dBFS; measured on the capture with
+    /// the CLI's `ebur128` filter, the source's two halves checked with it first.
+    @Test func aStreamIsBroughtSlowlyToTheReferenceAndNeverClips() throws {
+        let capture = NSTemporaryDirectory() + "playd-normalize-\(getpid()).wav"
+        defer { try? FileManager.default.removeItem(atPath: capture) }
+        let h = try DaemonHarness(extraConfig: "[streams]\nnormalize = true", output: "wav:\(capture)?pace=off")
+        let served = h.dir + "/www"
+        try FileManager.default.createDirectory(atPath: served, withIntermediateDirectories: true)
+        let station = served + "/station.flac"
+        // 25 s quiet, then 25 s loud, pink noise.
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=c=pink:r=44100:d=25:a=0.5:seed=11,volume=-7.5dB",
+                          "-f", "lavfi", "-i", "anoisesrc=c=pink:r=44100:d=25:a=0.5:seed=12,volume=12.5dB,alimiter=limit=0.97:level=false",
+                          "-filter_complex", "[0:a][1:a]concat=n=2:v=0:a=1", "-ac", "2", "-c:a", "flac", station])
+        let quiet = try Self.reference([station], filter: "atrim=end=25,")
+        let loud = try Self.reference([station], filter: "atrim=start=25,")
+        #expect(abs((quiet.integrated ?? 0) + 28) <= 1.5 && abs((loud.integrated ?? 0) + 9.5) <= 1.5, "the source: \(quiet), \(loud)")
+        let web = try TestHTTPServer.start(serving: served, ranges: false)
+        defer { web.kill() }
+        try h.start()
+        let url = "http://127.0.0.1:\(web.port)/station.flac"
+        #expect(h.request("play", ("path", .string(url)))?["ok"] == .bool(true))
+        var gain: Double?
+        #expect(h.waitFor(seconds: 60) {
+            let s = h.request("status")
+            if let g = s?["replay_gain"]?["stream_gain_db"]?.numberValue { gain = g }
+            return gain != nil && s?["state"]?.stringValue == "stopped"
+        }, "\(h.log.suffix(1500))")
+        #expect(h.terminate().status == 0)
+        let settledQuiet = try Self.reference([capture], filter: "atrim=start=17:end=25,")
+        let settledLoud = try Self.reference([capture], filter: "atrim=start=42:end=50,")
+        let justAfter = try Self.reference([capture], filter: "atrim=start=25.5:end=28.5,")
+        #expect(abs((settledQuiet.integrated ?? 0) + 18) <= 1.5, "the quiet half heard at \(settledQuiet)")
+        #expect(abs((settledLoud.integrated ?? 0) + 18) <= 1.5, "the loud half heard at \(settledLoud)")
+        #expect((justAfter.integrated ?? -99) > -12, "the gain came down at once: \(justAfter)")
+        let samples = try Reference.decode(capture)
+        #expect(samples.count >= 2 * 44_100 * 49, "the capture holds \(samples.count / 2) frames")
+        let peak = samples.reduce(Float(0)) { max($0, abs($1)) }
+        #expect(Double(peak) <= pow(10, -1.0 / 20) + 1e-6, "the capture's largest sample is \(20 * log10(Double(peak))) dBFS")
+    }
+
     @Test func nothingMeasurableFails() throws {
         let (status, got, _) = try Self.playctl(["/nonexistent/x.flac", "http://127.0.0.1:9/radio"])
         #expect(status == 1)

@@ -165,6 +165,8 @@ final class ReaderLoop {
     var pendingOffset = 0
     var pendingMarker: SegmentMarker?
     var channels = 2
+    /// The slow gain of the network stream being decoded (`[streams] normalize`).
+    var normalizer: StreamNormalizer?
 
     /// The loop region decoded once, `[cacheStart, cacheStart + cacheCount)`, for
     /// `cacheSerial`'s decoder. Allocated on first use.
@@ -621,6 +623,17 @@ final class ReaderLoop {
             if produced == 0 {
                 // The track ended before its stated length.
                 return step.direction == .reverse ? try produce() : false
+            }
+            let target = Double(bitPattern: shared.streamNormalizeLUFS.load(ordering: .relaxed))
+            if decoder.interrupt != nil, target.isFinite {
+                if normalizer?.owner != ObjectIdentifier(decoder) {
+                    normalizer = StreamNormalizer(owner: ObjectIdentifier(decoder), format: decoder.outputFormat, targetLUFS: target)
+                }
+                normalizer?.process(self.pending, frames: produced)
+                shared.streamGainDB.store((normalizer?.gainDB ?? .nan).bitPattern, ordering: .relaxed)
+            } else if normalizer != nil, decoder.interrupt == nil || !target.isFinite {
+                normalizer = nil
+                shared.streamGainDB.store(Double.nan.bitPattern, ordering: .relaxed)
             }
             if step.direction == .forward, head.loop == nil, let n = next, let o = n.overlap {
                 mixLeadIn(stepStart: step.start, frames: produced, next: n, overlap: o)

@@ -191,6 +191,13 @@ public final class RenderShared: @unchecked Sendable {
     /// changed. A flush (a new track, a seek, a stop) ends a fade: the new stream starts
     /// at full level, so a programme faded out and replaced is never heard faded.
     public let fadeTarget = Atomic<UInt32>(Float(1).bitPattern)
+    /// `[streams] normalize`: the loudness a network stream is brought toward, LUFS, as
+    /// `Double` bits (NaN: off). Written by the control side, read by the reader when
+    /// it decodes a stream's step (``StreamNormalizer``).
+    public let streamNormalizeLUFS = Atomic<UInt64>(Double.nan.bitPattern)
+    /// The gain the stream's normalizer applies now, dB as `Double` bits (NaN: none).
+    /// Written by the reader after each step, read by `status`.
+    public let streamGainDB = Atomic<UInt64>(Double.nan.bitPattern)
     public let fadeFrames = Atomic<Int>(0)
     public let fadeSerial = Atomic<UInt64>(0)
     /// The local output is disabled: render writes silence to it, keeping it open as

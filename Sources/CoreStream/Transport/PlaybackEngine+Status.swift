@@ -43,6 +43,9 @@ extension PlaybackEngine {
         /// when ReplayGain is off).
         public var replayGain: ReplayGainInfo
         public var replayGainAppliedDB: Double?
+        /// The slow gain `[streams] normalize` applies to the stream playing, dB (nil:
+        /// none). Decoded ahead of what is heard, by up to the ring.
+        public var streamGainDB: Double?
         /// Wraps left (nil: forever, or no loop).
         public var loopRemaining: Int64? {
             guard let l = loop, let c = l.count else { return nil }
@@ -113,6 +116,8 @@ extension PlaybackEngine {
                           level: c.level, replayGain: c.replayGain,
                           replayGainAppliedDB: Loudness.replayGain(c.replayGain, c.level).db)
             s.generation = current.generation
+            let g = Double(bitPattern: shared.streamGainDB.load(ordering: .relaxed))
+            if g.isFinite, current.track.map({ NetworkInput.isStreamURL($0.path) }) == true { s.streamGainDB = g }
             return s
         }
     }

@@ -390,6 +390,14 @@ public final class PlaybackEngine: @unchecked Sendable {
         }
     }
 
+    /// `[streams] normalize`: network streams are brought slowly toward `targetLUFS`
+    /// (``StreamNormalizer``); nil: off. Takes effect at the next step decoded.
+    /// Thread: any.
+    public func setStreamNormalize(_ targetLUFS: Double?) {
+        let v = targetLUFS.flatMap { $0.isFinite ? $0 : nil } ?? .nan
+        shared.streamNormalizeLUFS.store(v.bitPattern, ordering: .relaxed)
+    }
+
     /// Fades what plays toward `target` (0…1, on top of the volume) over `seconds` for a
     /// full 0 → 1 (0: at once). The render thread ramps it linearly, sample by sample;
     /// the next flush (a new track played, a seek, a stop) ends it, and what plays from

@@ -222,6 +222,7 @@ public final class Player: @unchecked Sendable {
         let box = EventSink()
         engine = PlaybackEngine(configuration: ec, logger: logger) { event in box.forward(event) }
         engine.setLoudnessLookup { [loudness] path in loudness.figures(path) }
+        engine.setStreamNormalize(config.streamNormalize ? config.replayGainReferenceLUFS : nil)
         var startLevel = Self.level(config, engine.status().level)
         if config.volumeStart >= 0 { startLevel.volume = config.volumeStart }
         startLevel.volume = min(startLevel.volume, config.volumeMax)
@@ -307,6 +308,7 @@ public final class Player: @unchecked Sendable {
         config = new
         LocalFile.roots = (!config.allowOutsideRoots ? library?.roots : nil) ?? []
         engine.setLevel(Self.level(config, engine.status().level))
+        engine.setStreamNormalize(config.streamNormalize ? config.replayGainReferenceLUFS : nil)
         measureQueuedLoudness()
         if library != nil {
             if config.measureLoudness { if libraryJob == 0 { loudness.measureLibrary() } } else { loudness.stopLibrary() }

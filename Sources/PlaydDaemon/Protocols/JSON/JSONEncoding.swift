@@ -253,6 +253,7 @@ enum JSONEncoding {
                                    ("track_gain_db", s.replayGain.trackGainDB.map(JSON.number) ?? .null),
                                    ("album_gain_db", s.replayGain.albumGainDB.map(JSON.number) ?? .null),
                                    ("source", s.replayGain.source.map(JSON.string) ?? .null),
+                                   ("stream_gain_db", s.streamGainDB.map { JSON.number(($0 * 10).rounded() / 10) } ?? .null),
                                    ("measured", .int(Int64(player.loudness.measuredCount))),
                                    ("measuring", .int(Int64(player.loudness.pendingCount))))),
               ("underruns", .int(s.underruns)), ("device_xruns", .int(s.deviceXruns)),
