@@ -164,6 +164,7 @@ extension DaemonConfig {
         },
         Key("http.stream_buffer_ms", \.httpStreamBufferMillis, .restart) { v throws(Error) in try v.int(50...10_000) },
         Key("http.max_listeners", \.httpMaxListeners, .restart) { v throws(Error) in try v.int(1...1000) },
+        Key("http.stream_volume", \.httpStreamVolume, .restart) { v throws(Error) in try v.word(["follow", "fixed"]) },
         Key("volume.mixer", \.mixer, .restart) { v throws(Error) in try v.word(mixers) },
         // The same setting, where the PipeWire issue (46) and MPD's `mixer_type` put it:
         // beside the output it belongs to. Giving both is an error (DaemonConfig.init).

@@ -87,6 +87,8 @@ public struct DaemonConfig: Sendable, Equatable {
     public var httpStreams: [String] = []
     public var httpStreamBufferMillis = 500
     public var httpMaxListeners = 32
+    /// `http.stream_volume`: follow (the volume applies to the listen streams) or fixed.
+    public var httpStreamVolume = "follow"
     /// Announce the MPD TCP listener over Zeroconf (`_mpd._tcp`), as MPD's
     /// zeroconf_enabled; only when `mpd.tcp` is set.
     public var zeroconf = true

@@ -163,10 +163,16 @@ public final class FeedOutput: @unchecked Sendable {
     /// A tap's consumer instead of a FIFO (the HTTP listen stream, ``StreamHub``): called
     /// on the feed thread with each converted chunk (bytes, byte count).
     let sink: (@Sendable (UnsafeRawPointer, Int) -> Void)?
+    /// Fed the mix before the volume (and mute): ReplayGain, fades, cross-fades and
+    /// announcements as heard, at a level no client's volume changes (the listen
+    /// streams' `http.stream_volume = "fixed"`). Set at init.
+    public let fixedVolume: Bool
 
     /// A feed that hands what the device plays, converted to `format`, to `sink` on the
     /// feed thread instead of writing a FIFO: the same pacing and the same frames.
-    public init(tapNamed name: String, format: FeedFormat, sink: @escaping @Sendable (UnsafeRawPointer, Int) -> Void) {
+    public init(tapNamed name: String, format: FeedFormat, fixedVolume: Bool = false,
+                sink: @escaping @Sendable (UnsafeRawPointer, Int) -> Void) {
+        self.fixedVolume = fixedVolume
         self.name = name
         self.path = ""
         self.format = format
@@ -179,6 +185,7 @@ public final class FeedOutput: @unchecked Sendable {
 
     /// Makes a feed from `fifo:PATH[?format=R:B:C][&name=NAME]`. The name defaults to `fifo`.
     public init(spec: String) throws(StreamError) {
+        fixedVolume = false
         (path, format, name) = try Self.parse(spec: spec)
         self.spec = spec
         sink = nil

@@ -104,6 +104,16 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     // played them. Only allocated when there are feeds.
     private let feeds: ContiguousArray<FeedOutput>
     private let played: UnsafeMutablePointer<Float>?
+    /// The same before the volume, for feeds with ``FeedOutput/fixedVolume``, and the
+    /// piece being mixed for it (a period or ``mixChunk``). Only allocated when a feed
+    /// asks for it.
+    private let playedFixed: UnsafeMutablePointer<Float>?
+    private let fixedMix: UnsafeMutablePointer<Float>?
+    /// ReplayGain alone (no volume) applied to `fixedMix` now, where it goes, and by
+    /// how much per frame: as `level`.
+    private var fixedLevel: Float = 1
+    private var fixedLevelTarget: Float = 1
+    private var fixedLevelStep: Float = 0
     /// Frames `played` holds, a power of two ≥ the device buffer plus a period.
     private let playedCapacity: Int
     /// Device frames up to here have been passed on to the feeds (or skipped: dropped
@@ -166,10 +176,21 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             played = .allocate(capacity: cap * format.pcm.channels)
             played!.initialize(repeating: 0, count: cap * format.pcm.channels)
         }
+        if feeds.contains(where: \.fixedVolume) {
+            playedFixed = .allocate(capacity: cap * format.pcm.channels)
+            playedFixed!.initialize(repeating: 0, count: cap * format.pcm.channels)
+            fixedMix = .allocate(capacity: mixFrames * format.pcm.channels)
+            fixedMix!.initialize(repeating: 0, count: mixFrames * format.pcm.channels)
+        } else {
+            playedFixed = nil
+            fixedMix = nil
+        }
     }
 
     deinit {
         played?.deallocate()
+        playedFixed?.deallocate()
+        fixedMix?.deallocate()
         if device != UnsafeMutableRawPointer(mix) { device.deallocate() }
         mix.deallocate()
         history.deallocate()
@@ -549,9 +570,11 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             if ringHere < n {
                 (work + ringHere * channels).update(repeating: 0, count: (n - ringHere) * channels)
             }
-            applyGain(work, frames: ringHere)
-            if voice.active { voice.mix(work, frames: n, volume: volume) }
+            if let fixed = fixedMix { fixed.update(from: work, count: n * channels) }
+            applyGain(work, frames: ringHere, fixed: fixedMix)
+            if voice.active { voice.mix(work, frames: n, volume: volume, fixed: fixedMix) }
             if let p = played { keepPlayedCopy(p, from: work, at: deviceWritten + prepared, frames: n) }
+            if let p = playedFixed, let fixed = fixedMix { keepPlayedCopy(p, from: fixed, at: deviceWritten + prepared, frames: n) }
             convert(work, frames: n, into: device + prepared * frameBytes)
             prepared += n
         }
@@ -794,18 +817,27 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     /// Multiplies each frame by the transport ramp (pause, resume, seek) times the
     /// output level, each moving linearly toward its target.
     @inline(__always)
-    private mutating func applyGain(_ mix: UnsafeMutablePointer<Float>, frames: Int) {
+    private mutating func applyGain(_ mix: UnsafeMutablePointer<Float>, frames: Int, fixed: UnsafeMutablePointer<Float>? = nil) {
         let rg = generation == shared.nextGeneration.load(ordering: .relaxed)
             ? shared.nextReplayGain.load(ordering: .relaxed) : shared.replayGain.load(ordering: .relaxed)
         let newLevel = Float(bitPattern: shared.level.load(ordering: .relaxed)) * Float(bitPattern: rg)
+        let newFixed = Float(bitPattern: rg)
         if snapLevel || (joinedStream && newLevel < level) {
-            snapLevel = false
             level = newLevel
             levelTarget = newLevel
         } else if newLevel != levelTarget {
             levelTarget = newLevel
             levelStep = abs(newLevel - level) / Float(levelRampFrames)
         }
+        // The fixed-volume copy's level: ReplayGain alone, with the same rules.
+        if snapLevel || (joinedStream && newFixed < fixedLevel) {
+            fixedLevel = newFixed
+            fixedLevelTarget = newFixed
+        } else if newFixed != fixedLevelTarget {
+            fixedLevelTarget = newFixed
+            fixedLevelStep = abs(newFixed - fixedLevel) / Float(levelRampFrames)
+        }
+        snapLevel = false
         joinedStream = false
         let serial = shared.fadeSerial.load(ordering: .acquiring)
         if serial != fadeSerial {
@@ -813,6 +845,23 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             fadeTarget = min(1, max(0, Float(bitPattern: shared.fadeTarget.load(ordering: .relaxed))))
             let frames = shared.fadeFrames.load(ordering: .relaxed)
             fadeStep = frames <= 0 ? 1 : 1 / Float(frames)
+        }
+        if let fixed {
+            // Both copies in one pass: the same transport ramp and fade, each its level.
+            var g = gain, l = level, lf = fixedLevel, d = fade
+            let target = gainTarget, step = gainStep, lTarget = levelTarget, lStep = levelStep
+            let fTarget = fixedLevelTarget, fStep = fixedLevelStep, dTarget = fadeTarget, dStep = fadeStep
+            for f in 0..<frames {
+                if g < target { g = min(target, g + step) } else if g > target { g = max(target, g - step) }
+                if l < lTarget { l = min(lTarget, l + lStep) } else if l > lTarget { l = max(lTarget, l - lStep) }
+                if lf < fTarget { lf = min(fTarget, lf + fStep) } else if lf > fTarget { lf = max(fTarget, lf - fStep) }
+                if d < dTarget { d = min(dTarget, d + dStep) } else if d > dTarget { d = max(dTarget, d - dStep) }
+                let factor = g * l * d, fixedFactor = g * lf * d
+                let base = mix + f * channels, fixedBase = fixed + f * channels
+                for c in 0..<channels { base[c] *= factor; fixedBase[c] *= fixedFactor }
+            }
+            gain = g; level = l; fixedLevel = lf; fade = d
+            return
         }
         if gain == gainTarget && gain == 1 && level == levelTarget && fade == 1 && fadeTarget == 1 {
             if level == 1 { return }
@@ -884,6 +933,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             let feed = feeds[i]
             i += 1
             guard feed.enabled.load(ordering: .relaxed) else { continue }
+            let p = feed.fixedVolume ? (playedFixed ?? p) : p
             var at = fedUpTo
             while at < heard {
                 let slot = at & (playedCapacity - 1)

@@ -170,10 +170,13 @@ struct VoiceMixer: ~Copyable {
 
     /// Ducks `frames` frames of `mix` and adds the clip. `volume`: the output volume
     /// (linear, 0 when muted).
-    mutating func mix(_ mix: UnsafeMutablePointer<Float>, frames: Int, volume: Float) {
+    /// `fixed`: the fixed-volume feeds' copy of the same frames, ducked and mixed the
+    /// same way with the clip at its own gain, without the volume.
+    mutating func mix(_ mix: UnsafeMutablePointer<Float>, frames: Int, volume: Float, fixed: UnsafeMutablePointer<Float>? = nil) {
         var f = 0
         while active && f < frames {
             let at = mix + f * channels
+            let at2 = fixed.map { $0 + f * channels }
             switch phase {
             case .down:
                 let n = min(frames - f, down - k)
@@ -181,6 +184,7 @@ struct VoiceMixer: ~Copyable {
                 for j in 0..<n {
                     let e = 1 - step * Float(k + j)
                     for c in 0..<channels { at[j * channels + c] *= e }
+                    if let at2 { for c in 0..<channels { at2[j * channels + c] *= e } }
                 }
                 f += n
                 k += n
@@ -203,6 +207,7 @@ struct VoiceMixer: ~Copyable {
                     shared.underruns.add(1, ordering: .relaxed)
                     EventFD.signal(shared.wake)
                     for j in 0..<(frames - f) { for c in 0..<channels { at[j * channels + c] *= duck } }
+                    if let at2 { for j in 0..<((frames - f) * channels) { at2[j] *= duck } }
                     f = frames
                     continue
                 }
@@ -210,10 +215,13 @@ struct VoiceMixer: ~Copyable {
                 let g = gain * volume
                 if phase == .clip {
                     for j in 0..<(n * channels) { at[j] = at[j] * duck + buffer[j] * g }
+                    if let at2 { for j in 0..<(n * channels) { at2[j] = at2[j] * duck + buffer[j] * gain } }
                 } else {
                     for j in 0..<n {
-                        let fade = g * (1 - Float(k + j) / Float(fadeFrames))
+                        let ramp = 1 - Float(k + j) / Float(fadeFrames)
+                        let fade = g * ramp
                         for c in 0..<channels { at[j * channels + c] = at[j * channels + c] * duck + buffer[j * channels + c] * fade }
+                        if let at2 { for c in 0..<channels { at2[j * channels + c] = at2[j * channels + c] * duck + buffer[j * channels + c] * gain * ramp } }
                     }
                 }
                 f += n
@@ -225,6 +233,7 @@ struct VoiceMixer: ~Copyable {
                 for j in 0..<n {
                     let e = duck + step * Float(k + j)
                     for c in 0..<channels { at[j * channels + c] *= e }
+                    if let at2 { for c in 0..<channels { at2[j * channels + c] *= e } }
                 }
                 f += n
                 k += n

@@ -214,7 +214,8 @@ public final class Player: @unchecked Sendable {
             }
             let hub = StreamHub(formats: config.httpStreams.compactMap(StreamHub.Format.init(rawValue:)),
                                 maxListeners: config.httpMaxListeners, bufferMillis: config.httpStreamBufferMillis)
-            ec.feeds.append(FeedOutput(tapNamed: Self.streamOutputName, format: StreamHub.pcm) { hub.push($0, bytes: $1) })
+            ec.feeds.append(FeedOutput(tapNamed: Self.streamOutputName, format: StreamHub.pcm,
+                                       fixedVolume: config.httpStreamVolume == "fixed") { hub.push($0, bytes: $1) })
             streamHub = hub
         } else {
             streamHub = nil
