@@ -822,21 +822,11 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             ? shared.nextReplayGain.load(ordering: .relaxed) : shared.replayGain.load(ordering: .relaxed)
         let newLevel = Float(bitPattern: shared.level.load(ordering: .relaxed)) * Float(bitPattern: rg)
         let newFixed = Float(bitPattern: rg)
-        if snapLevel || (joinedStream && newLevel < level) {
-            level = newLevel
-            levelTarget = newLevel
-        } else if newLevel != levelTarget {
-            levelTarget = newLevel
-            levelStep = abs(newLevel - level) / Float(levelRampFrames)
-        }
+        Self.retarget(newLevel, snap: snapLevel || (joinedStream && newLevel < level),
+                      &level, &levelTarget, &levelStep, rampFrames: levelRampFrames)
         // The fixed-volume copy's level: ReplayGain alone, with the same rules.
-        if snapLevel || (joinedStream && newFixed < fixedLevel) {
-            fixedLevel = newFixed
-            fixedLevelTarget = newFixed
-        } else if newFixed != fixedLevelTarget {
-            fixedLevelTarget = newFixed
-            fixedLevelStep = abs(newFixed - fixedLevel) / Float(levelRampFrames)
-        }
+        Self.retarget(newFixed, snap: snapLevel || (joinedStream && newFixed < fixedLevel),
+                      &fixedLevel, &fixedLevelTarget, &fixedLevelStep, rampFrames: levelRampFrames)
         snapLevel = false
         joinedStream = false
         let serial = shared.fadeSerial.load(ordering: .acquiring)
@@ -886,6 +876,20 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         gain = g
         level = l
         fade = d
+    }
+
+    /// A level's ramp toward `new`: taken at once (`snap`), or over `rampFrames` from
+    /// wherever it is.
+    @inline(__always)
+    private static func retarget(_ new: Float, snap: Bool, _ value: inout Float, _ target: inout Float, _ step: inout Float,
+                                 rampFrames: Int) {
+        if snap {
+            value = new
+            target = new
+        } else if new != target {
+            target = new
+            step = abs(new - value) / Float(rampFrames)
+        }
     }
 
     @inline(__always)
