@@ -9,7 +9,7 @@ import CoreStreamTestSupport
 /// path plays it. Lossless, MP3, Vorbis and AAC without PNS must be bit-exact after the
 /// 5 ms ramp-in that a start away from frame 0 plays; Opus within 1e-4; AAC with PNS
 /// within the energy of its noise bands (see ``MusicFixture/match``). Each comparison
-/// prints its measured maximum difference (`matrix: …` lines), the figures the README's
+/// prints its measured maximum difference (`matrix: …` lines), the figures docs/testing.md's
 /// exactness table quotes.
 @Suite("Exactness matrix: codec × path against the CLI's decode", .serialized)
 struct ExactnessMatrixTests {
