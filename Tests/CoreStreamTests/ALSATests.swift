@@ -462,11 +462,13 @@ extension RecordingMatch {
         // (The position is the plugin's delay read back: a few ms either way.)
         #expect(cut + 4_800 >= heard && cut <= heard + within, "the old stream played on to source frame \(cut), heard \(heard) at the seek")
         // Then the target, after a ramp-in from silence, to the end.
-        // Found within a second of the cut (a loaded machine: once in a CI run the new
-        // stream was not there within 250 ms). Outside #require: its message would
-        // print the whole recording.
-        let found = m.align(from: target + 3 * ramp, near: cut + o1 - target + 23_000, radius: 24_000)
-        let o2 = try #require(found, "within a second after the cut the recording is not the source from frame \(target)")
+        // Found within 3 s of the cut. How soon PulseAudio starts the new stream is not
+        // what this checks (the cut above is), and a loaded machine delays it: once in a
+        // CI run it was not there within 250 ms, and on 2026-11-27, beside the daemon
+        // tests' minute of 20 listeners, not within a second. Outside #require: its
+        // message would print the whole recording.
+        let found = m.align(from: target + 3 * ramp, near: cut + o1 - target + 71_000, radius: 72_000)
+        let o2 = try #require(found, "within 3 s after the cut the recording is not the source from frame \(target)")
         // (The server may start the new stream right where the old one was cut: then
         // there is no gap to look at.)
         let quietUntil = max(target + o2, cut + o1 + 1)

@@ -152,6 +152,27 @@ struct CommandSpecTests {
         #expect(legacyJSON.isDisjoint(with: json), "a command is both a spec and a legacy JSON row")
     }
 
+    /// Every request playctl's sources send (`send("NAME"`, `static let request =
+    /// "NAME"`, a `"cmd"` member) is one the daemon serves (issue 40: playctl was not
+    /// checked against the specs, and a renamed command would have failed only when run).
+    @Test func playctlSendsOnlyServedCommands() throws {
+        let dir = Fixtures.repositoryRoot.path + "/Sources/playctl"
+        var sent: Set<String> = []
+        for file in try FileManager.default.contentsOfDirectory(atPath: dir) where file.hasSuffix(".swift") {
+            let text = try String(contentsOfFile: dir + "/" + file, encoding: .utf8)
+            for pattern in [#"send\("([a-z_]+)""#, #"static let request = "([a-z_]+)""#, #""cmd"\), \.string\("([a-z_]+)"\)"#,
+                            #"\("cmd", \.string\("([a-z_]+)"\)"#] {
+                let re = try NSRegularExpression(pattern: pattern)
+                for m in re.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+                    if let r = Range(m.range(at: 1), in: text) { sent.insert(String(text[r])) }
+                }
+            }
+        }
+        #expect(sent.count >= 30, "found \(sent.sorted())")
+        let served = Set(CommandTable().specs.compactMap(\.json)).union(JSONCommands.legacyTable.keys)
+        #expect(sent.subtracting(served).isEmpty, "playctl sends what the daemon does not serve: \(sent.subtracting(served).sorted())")
+    }
+
     /// docs/protocol.md's command headings name every JSON command the daemon serves,
     /// and no other: the list is checked against the table, not kept by hand beside it.
     @Test func theProtocolDocListsEveryJSONCommand() throws {

@@ -194,6 +194,13 @@ struct ConfigTests {
         #expect(c.socketPath == "/run/playd/control.sock" && c.socketGroup == "audio")
     }
 
+    /// docs/configuration.md is what `scripts/make-config-doc` writes from
+    /// config.example.toml today (the reference cannot fall behind the keys).
+    @Test func theConfigurationPageIsWrittenFromTheExample() throws {
+        let r = try Shell.run(["/usr/bin/python3", Fixtures.repositoryRoot.path + "/scripts/make-config-doc", "--check"])
+        #expect(r.status == 0, "\(r.stderr)")
+    }
+
     @Test func theExampleConfigParsesToTheDefaults() throws {
         let path = Fixtures.repositoryRoot.appendingPathComponent("config.example.toml").path
         let text = try String(contentsOfFile: path, encoding: .utf8)

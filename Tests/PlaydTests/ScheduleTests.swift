@@ -263,6 +263,48 @@ struct ScheduleTests {
         #expect(h.terminate().status == 0)
     }
 
+    /// A block with the source of the one before changes only its settings: the track
+    /// plays on (no fade, no restart) at the new volume. After a client played something
+    /// else, the next such block puts its source in place again.
+    @Test func theSameSourceOnlyChangesTheVolumeUnlessAClientReplacedIt() throws {
+        let (h, aPath, bPath, _) = try Self.daemon("""
+            [schedule]
+            timezone = "Europe/Berlin"
+            [[schedule.block]]
+            name = "before"
+            from = "09:59:00"
+            to = "10:00:00"
+            folder = "a"
+            [[schedule.block]]
+            name = "quieter"
+            from = "10:00:00"
+            to = "10:00:10"
+            folder = "a"
+            volume = 30
+            [[schedule.block]]
+            name = "louder"
+            from = "10:00:10"
+            to = "10:01:00"
+            folder = "a"
+            volume = 60
+            """)
+        // 2026-06-01 09:59:55 CEST.
+        try h.start(environment: Self.clock("2026-06-01 07:59:55"))
+        #expect(Self.plays(h, aPath))
+        #expect(h.waitFor(seconds: 30) { Self.schedule(h)?["block"]?.stringValue == "quieter" })
+        #expect(h.waitFor { h.request("status")?["volume"]?.numberValue == 30 }, "\(String(describing: h.request("status")?.text))")
+        // The same track, going on: not restarted at the boundary.
+        let on = try #require(h.request("status"))
+        #expect(on["file"]?.stringValue == aPath && (on["position"]?.numberValue ?? 0) > 4, "\(on.text)")
+        // A client plays another file: at the next block, the schedule's source again.
+        #expect(h.request("play", ("path", .string(bPath)))?["ok"] == .bool(true))
+        #expect(Self.plays(h, bPath))
+        #expect(h.waitFor(seconds: 30) { Self.schedule(h)?["block"]?.stringValue == "louder" })
+        #expect(Self.plays(h, aPath), "\(String(describing: h.request("status")?.text))")
+        #expect(h.request("status")?["volume"]?.numberValue == 60)
+        #expect(h.terminate().status == 0)
+    }
+
     /// The fall-back night with a block to 03:00: after the clocks go back at 03:00 CEST
     /// the block goes on, its end an hour away (03:00 CET).
     @Test func theBlockGoesOnThroughTheRepeatedHour() throws {
@@ -342,14 +384,14 @@ struct ScheduleTests {
         #expect(h.terminate().status == 0)
     }
 
-    /// The README's shop config parses, and its week is the one the README describes
+    /// The shop guide's config (docs/shop.md) parses, and its week is the one the guide describes
     /// (hand-read from the config: a date wins over the weekday blocks; Sunday is silent).
     @Test func theShopExampleParsesAndPlansTheWeek() throws {
-        let readme = try String(contentsOfFile: Fixtures.repositoryRoot.path + "/README.md", encoding: .utf8)
+        let readme = try String(contentsOfFile: Fixtures.repositoryRoot.path + "/docs/shop.md", encoding: .utf8)
         let marked = try #require(readme.range(of: "<!-- shop-config:"))
         let open = try #require(readme.range(of: "```toml\n", range: marked.upperBound..<readme.endIndex))
         let close = try #require(readme.range(of: "\n```", range: open.upperBound..<readme.endIndex))
-        let c = try DaemonConfig(toml: String(readme[open.upperBound..<close.lowerBound]), path: "README.md")
+        let c = try DaemonConfig(toml: String(readme[open.upperBound..<close.lowerBound]), path: "docs/shop.md")
         #expect(c.schedule.timezone == "Europe/Berlin" && c.replayGainSource == "auto")
         func plan(_ day: String) -> [String] {
             c.schedule.plan(LocalDate(day)!).map { "\(WallClock.short($0.from))-\(WallClock.short($0.to)) \(c.schedule.name($0.occurrence))" }

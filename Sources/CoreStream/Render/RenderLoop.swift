@@ -937,12 +937,15 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             let feed = feeds[i]
             i += 1
             guard feed.enabled.load(ordering: .relaxed) else { continue }
-            let p = feed.fixedVolume ? (playedFixed ?? p) : p
+            // No `??` here: in a debug build it is a generic call, and the first one
+            // instantiates metadata under the runtime's lock (RenderThreadTests saw 7 locks).
+            var source = p
+            if feed.fixedVolume, let fixed = playedFixed { source = fixed }
             var at = fedUpTo
             while at < heard {
                 let slot = at & (playedCapacity - 1)
                 let n = min(heard - at, playedCapacity - slot)
-                feed.push(p + slot * channels, frames: n)
+                feed.push(source + slot * channels, frames: n)
                 at += n
             }
             EventFD.signal(feed.wake)

@@ -176,7 +176,10 @@ struct VoiceMixer: ~Copyable {
         var f = 0
         while active && f < frames {
             let at = mix + f * channels
-            let at2 = fixed.map { $0 + f * channels }
+            // Not `fixed.map`: a generic call in a debug build, whose first use takes the
+            // runtime's metadata lock on this thread.
+            var at2: UnsafeMutablePointer<Float>?
+            if let fixed { at2 = fixed + f * channels }
             switch phase {
             case .down:
                 let n = min(frames - f, down - k)

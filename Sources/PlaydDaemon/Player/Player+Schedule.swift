@@ -101,7 +101,16 @@ extension Player {
     /// (`override = "until_next_block"`); a change of block under way is called off and
     /// its fade taken back.
     func noteClientCommand(_ command: Command) {
-        guard !scheduleIsActing, !schedule.isEmpty, scheduleRun.applied != nil, schedule.override == .untilNextBlock else { return }
+        guard !scheduleIsActing, !schedule.isEmpty else { return }
+        switch command {
+        case .playFile, .clear, .loadPlaylist, .add:
+            // The queue is the client's now: a next block with the source the schedule
+            // put in place last is put in place again, not only its settings.
+            scheduleRun.inPlace = nil
+        default:
+            break
+        }
+        guard scheduleRun.applied != nil, schedule.override == .untilNextBlock else { return }
         switch command {
         case .playFile, .playIndex, .playID, .playQueue, .transport, .next, .previous, .volume, .mute, .clear,
              .loadPlaylist, .setRandom, .seekEntry:
