@@ -67,6 +67,27 @@ struct DocsTests {
         try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=880:duration=0.4", dir + "/Announcements/ding.wav"])
     }
 
+    /// docs/reliability.md's mutation table is scripts/mutate's list: the same names, and
+    /// the count its text gives (issue 41: a documented count is checked, not kept by
+    /// hand beside the list).
+    @Test func theMutationTableIsTheScriptsList() throws {
+        let root = Fixtures.repositoryRoot.path
+        let script = try String(contentsOfFile: root + "/scripts/mutate", encoding: .utf8)
+        let doc = try String(contentsOfFile: root + "/docs/reliability.md", encoding: .utf8)
+        func all(_ pattern: String, _ text: String) throws -> [String] {
+            let re = try NSRegularExpression(pattern: pattern, options: [.anchorsMatchLines])
+            return re.matches(in: text, range: NSRange(text.startIndex..., in: text)).compactMap { m in
+                Range(m.range(at: 1), in: text).map { String(text[$0]) }
+            }
+        }
+        let listed = try all(#"^    M\("([a-z0-9-]+)""#, script)
+        let table = Set(try all(#"^\| ([a-z0-9]+(?:-[a-z0-9]+)+)(?: \(quick\))? \|"#, doc))
+        #expect(listed.count >= 20 && Set(listed).count == listed.count, "scripts/mutate lists \(listed)")
+        #expect(Set(listed) == table, "in scripts/mutate only: \(Set(listed).subtracting(table).sorted()); in docs/reliability.md only: \(table.subtracting(listed).sorted())")
+        let stated = try all(#"The whole list, (\d+)\s+mutations"#, doc).first.flatMap { Int($0) }
+        #expect(stated == listed.count, "docs/reliability.md says \(stated.map(String.init) ?? "nothing") mutations; scripts/mutate has \(listed.count)")
+    }
+
     @Test func everyRunnableDocLineRunsAsWritten() throws {
         let lines = try Self.runnableLines()
         #expect(lines.count >= 20, "the marked blocks hold \(lines.count) lines")
