@@ -384,6 +384,23 @@ struct ScheduleTests {
         #expect(h.terminate().status == 0)
     }
 
+    /// A block whose programme is a stored playlist plays it (its file is read on the
+    /// walker thread with the folder walks).
+    @Test func aBlocksStoredPlaylistPlays() throws {
+        let (h, _, bPath, _) = try Self.daemon("")
+        try h.start()
+        #expect(h.request("add", ("paths", .array([.string(bPath)])))?["ok"] == .bool(true))
+        #expect(h.request("save", ("name", .string("Morning")))?["ok"] == .bool(true))
+        #expect(h.request("clear")?["ok"] == .bool(true))
+        try (try String(contentsOfFile: h.configPath, encoding: .utf8)
+             + "\n[[schedule.block]]\nfrom = \"00:00\"\nto = \"24:00\"\nplaylist = \"Morning\"\n")
+            .write(toFile: h.configPath, atomically: true, encoding: .utf8)
+        kill(h.process!.processIdentifier, SIGHUP)
+        #expect(Self.plays(h, bPath), "\(h.log.suffix(1500))")
+        #expect(Self.schedule(h)?["programme"]?.stringValue == "playlist Morning")
+        #expect(h.terminate().status == 0)
+    }
+
     /// The shop guide's config (docs/shop.md) parses, and its week is the one the guide describes
     /// (hand-read from the config: a date wins over the weekday blocks; Sunday is silent).
     @Test func theShopExampleParsesAndPlansTheWeek() throws {

@@ -168,26 +168,29 @@ extension Player {
     /// The programme's files, collected on the walker thread (a folder walk, a playlist
     /// read); a URL is taken as it is.
     private func collectProgramme(_ p: Schedule.Programme?, serial: Int) {
-        let sources: [String]
+        // What to read on the walker thread: the stored playlist's file too, so the
+        // control thread opens nothing (a playlist directory on a hung mount).
+        let sources: [String], playlist: String?
         switch p?.source {
         case nil, .silence?:
             scheduleRun.switching?.files = .success([])
             return
-        case .url(let u)?: sources = [u]
-        case .folder(let f)?: sources = [f]
-        case .playlist(let name)?:
-            do { sources = try storedPlaylistEntries(name) } catch {
-                scheduleRun.switching?.files = .failure(error)
-                return
-            }
-            guard !sources.isEmpty else { scheduleRun.switching?.files = .success([]); return }
+        case .url(let u)?: (sources, playlist) = ([u], nil)
+        case .folder(let f)?: (sources, playlist) = ([f], nil)
+        case .playlist(let name)?: (sources, playlist) = ([], name)
         }
-        let admission = self.admission, post = self.post
+        let admission = self.admission, post = self.post, store = storedPlaylists
         let limits = QueueSources.Limits(maxEntries: config.maxQueueLength, playlistBytes: config.maxPlaylistBytes,
                                          playlistEntries: config.maxPlaylistEntries, stream: streamOptions(StreamCancel()))
         walker.submit { [weak self] in
             let result: Result<[String], PlayerError>
-            do { result = .success(try QueueSources.collect(sources, admission: admission, limits: limits).files) } catch {
+            do {
+                var list = sources
+                if let name = playlist {
+                    do throws(StoredPlaylists.Error) { list = try store.read(name) } catch { throw Player.playerError(error) }
+                }
+                result = .success(list.isEmpty ? [] : try QueueSources.collect(list, admission: admission, limits: limits).files)
+            } catch {
                 result = .failure(PlayerError(any: error))
             }
             post { [weak self] in
@@ -355,3 +358,4 @@ extension Player {
         return v
     }
 }
+

@@ -11,7 +11,7 @@ import Glibc
 /// Every read is capped (`limits.max_playlist_size`, `limits.max_playlist_entries`); a
 /// name is one path component. Writes go to a temporary file renamed over the old one,
 /// so a crash leaves the old list or the new one. Control thread.
-public struct StoredPlaylists {
+public struct StoredPlaylists: Sendable {
     public struct Error: Swift.Error, Sendable {
         public enum Code: Sendable { case badName, noSuchPlaylist, exists, badIndex, tooLarge, io }
         public var code: Code
