@@ -171,7 +171,7 @@ public final class Daemon: @unchecked Sendable {
         web?.notify(n.lines)
         guard !events.isEmpty else { return }
         let now = nowPlayingParts(player)
-        player.streamHub?.setTitle([now.artist, now.title].compactMap { $0 }.joined(separator: " - "))
+        player.streamHub?.setTitle(artist: now.artist, title: now.title)
         player.engine.setOutputMedia(artist: now.artist, title: now.title, album: now.album)
     }
 

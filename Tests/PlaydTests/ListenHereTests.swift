@@ -72,6 +72,25 @@ struct ListenHereTests {
         return try Data(contentsOf: URL(fileURLWithPath: out))
     }
 
+    /// Starts `command` and reads its output until it shows `text` (or ends): the
+    /// process, its output still open, and what it showed so far.
+    static func runUntil(_ command: [String], shows text: String) throws -> (Process, FileHandle, String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: command[0])
+        p.arguments = Array(command.dropFirst())
+        let pipe = Pipe()
+        p.standardOutput = pipe
+        try p.run()
+        var seen = ""
+        let handle = pipe.fileHandleForReading
+        while !seen.contains(text) {
+            let d = handle.availableData
+            if d.isEmpty { break }
+            seen += String(decoding: d, as: UTF8.self)
+        }
+        return (p, handle, seen)
+    }
+
     static func reference(_ path: String, dir: String) throws -> [Float] {
         let out = dir + "/reference.raw"
         let r = try Shell.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", path, "-f", "s16le", "-ac", "2", "-ar", "48000", out])
@@ -148,24 +167,70 @@ struct ListenHereTests {
         #expect(h.request("add", ("paths", .array([.string(a), .string(b)])))?["ok"]?.boolValue == true)
         #expect(h.request("play")?["ok"]?.boolValue == true)
         let script = Fixtures.repositoryRoot.path + "/Tests/Web/listen.py"
-        let reader = Process()
-        reader.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        reader.arguments = [script, "icy", "http://127.0.0.1:\(port)/stream.mp3", "Listen Band - First Song", "Listen Band - Second Song"]
-        let pipe = Pipe()
-        reader.standardOutput = pipe
-        try reader.run()
         // The change is made once the listener has heard the first title.
-        var seen = ""
-        let handle = pipe.fileHandleForReading
-        while !seen.contains("First Song") {
-            let d = handle.availableData
-            if d.isEmpty { break }
-            seen += String(decoding: d, as: UTF8.self)
-        }
+        let (reader, handle, first) = try Self.runUntil(["/usr/bin/python3", script, "icy", "http://127.0.0.1:\(port)/stream.mp3",
+                                                         "Listen Band - First Song", "Listen Band - Second Song"], shows: "First Song")
+        var seen = first
         #expect(h.request("next")?["ok"]?.boolValue == true)
         seen += String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
         reader.waitUntilExit()
         #expect(reader.terminationStatus == 0, "titles seen: \(seen)")
+        _ = h.terminate()
+    }
+
+    /// The Ogg streams name the track in chained comments (issue 45): at a track change
+    /// the Opus and FLAC streams end one logical stream and begin another whose header
+    /// names the new title. mpv, listening to Opus, shows the first title and then the
+    /// second; the `ffmpeg` CLI, listening to FLAC across the same change, decodes the
+    /// first track's music sample by sample and then the second's from its first sample
+    /// (nothing lost or doubled at the chain's seam), each within one 16-bit step.
+    @Test func oggStreamsChainTheTitles() throws {
+        let (h, port) = try Self.harness(#"["opus", "flac"]"#)
+        let a = try Self.music(h.dir, "a.flac", title: "First Song")
+        let b = try Self.music(h.dir, "b.flac", title: "Second Song")
+        let reference = try Self.reference(a, dir: h.dir)
+        #expect(h.request("add", ("paths", .array([.string(a), .string(b)])))?["ok"]?.boolValue == true)
+        #expect(h.request("play")?["ok"]?.boolValue == true)
+        let flac = h.dir + "/chained.raw"
+        let cli = Process()
+        cli.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+        cli.arguments = ["-nostdin", "-v", "error", "-y", "-t", "12", "-i", "http://127.0.0.1:\(port)/stream.flac",
+                         "-f", "s16le", "-ac", "2", "-ar", "48000", flac]
+        try cli.run()
+        let (mpv, handle, shown) = try Self.runUntil(["/usr/bin/mpv", "--no-config", "--no-video", "--ao=null", "--length=12",
+                                                      "http://127.0.0.1:\(port)/stream.opus"], shows: "Title: First Song")
+        var seen = shown
+        #expect(seen.contains("Title: First Song") && seen.contains("Artist: Listen Band"), "mpv showed: \(seen)")
+        // The change is made once the CLI has 3 s of the first track.
+        #expect(h.waitFor(seconds: 30) { ((try? FileManager.default.attributesOfItem(atPath: flac)[.size] as? Int) ?? 0) >= 3 * 192_000 })
+        #expect(h.request("next")?["ok"]?.boolValue == true)
+        seen += String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+        mpv.waitUntilExit()
+        cli.waitUntilExit()
+        #expect(mpv.terminationStatus == 0)
+        // mpv shows the new chain's tags. (Its FFmpeg 5.1 Opus demuxer appends a new
+        // chain's comments to the old ones, so it shows "First Song;Second Song".)
+        let titles = seen.split(separator: "\n").filter { $0.hasPrefix(" Title: ") }
+        #expect(titles.count >= 2 && titles.last?.split(separator: ";").last == "Second Song", "mpv showed: \(seen)")
+        #expect(cli.terminationStatus == 0)
+        let heard = Self.left(try Data(contentsOf: URL(fileURLWithPath: flac)))
+        try #require(heard.count > 6 * 48_000)
+        // The capture's place in the first track, 2 s in; then sample by sample: the
+        // first track on to the join, the second (the same sweep) from its first
+        // sample after it, with nothing lost or doubled at the chain's seam.
+        let first = Self.bestMatch(Array(heard[48_000..<144_000]), in: reference)
+        try #require(first.score > 0.999, "the capture 2 s in: \(first)")
+        let window = 48_000 + 48_000 - 2048
+        // Within one 16-bit step: the local output's float mix rounds back to 16 bits.
+        let step: Float = 1.5 / 32768
+        var join = window
+        while join < heard.count, join - window + first.offset < reference.count,
+              abs(heard[join] - reference[join - window + first.offset]) <= step { join += 1 }
+        #expect(join > window + 24_000 && join < heard.count - 96_000, "the join at \(join) of \(heard.count), 2 s in at \(window)")
+        let after = heard[join...]
+        let differing = zip(after, reference).filter { abs($0 - $1) > step }.count
+        #expect(differing == 0, "\(differing) of \(after.count) samples after the join differ from the second track's start")
+        #expect(h.request("status")?["underruns"]?.numberValue == 0)
         _ = h.terminate()
     }
 

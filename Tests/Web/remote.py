@@ -237,6 +237,14 @@ def controls(a):
         wait_for(lambda: d.execute_script("const a = document.getElementById('player'); return !a.paused && a.currentTime > 0.5"),
                  "Listen on this device plays the stream in the browser")
         wait_for(lambda: p.status()["listen"]["listeners"] == 1, "the daemon counts the browser as a listener")
+        # A track change starts the Opus stream's next chain (its comments name the new
+        # title): the browser plays on across it.
+        t0 = d.execute_script("return document.getElementById('player').currentTime")
+        p.run("next")
+        wait_for(lambda: p.status()["queue"]["current"] == 1, "next, while the browser listens")
+        wait_for(lambda: d.execute_script("const a = document.getElementById('player'); "
+                                          "return !a.paused && !a.ended && !a.error && a.currentTime > %f" % (t0 + 3)),
+                 "the browser plays on across the track change")
         click(d, "listen")
         wait_for(lambda: p.status()["listen"]["listeners"] == 0, "Stop listening here closes the stream")
 

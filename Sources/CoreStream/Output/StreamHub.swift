@@ -16,9 +16,17 @@ import Glibc
 /// or grows memory. A new listener gets the format's header and the last
 /// `bufferMillis` of units at once (its player starts without waiting), then live ones.
 ///
+/// Titles: MP3 listeners that ask get ICY metadata; the Ogg streams (Opus, FLAC) carry
+/// them as chained Ogg comments, as MPD's httpd output does for Vorbis and Opus: at a
+/// title change the encoder is drained (its last short frame included, so no sample is
+/// lost), its logical stream ended (an EOS page), and a new one begins with a new
+/// serial and an OpusTags/Vorbis-comment header naming ARTIST and TITLE. Its timestamps
+/// go on from the old stream's, so players see one timeline. A listener that joins
+/// afterwards gets the new chain's header and only the new chain's backlog.
+///
 /// Threads: ``push(_:bytes:)`` on the feed thread; ``attach(_:icy:)``, ``Listener/next(max:)``
-/// and ``detach(_:)`` on the HTTP connections' threads; ``setTitle(_:)`` on the control
-/// thread. `state` is the one lock; a listener's queue has its own.
+/// and ``detach(_:)`` on the HTTP connections' threads; ``setTitle(artist:title:)`` on
+/// the control thread. `state` is the one lock; a listener's queue has its own.
 public final class StreamHub: @unchecked Sendable {
     // @unchecked Sendable: everything mutable is behind `state` or a Listener's lock.
 
@@ -75,7 +83,7 @@ public final class StreamHub: @unchecked Sendable {
         var listeners = 0
         var dropped = 0
         var lastError: String?
-        var title = ""
+        var tags = StreamTags()
     }
     private let shown = Mutex(Shown())
 
@@ -90,12 +98,13 @@ public final class StreamHub: @unchecked Sendable {
         shown.withLock { ($0.listeners, $0.dropped, $0.lastError) }
     }
 
-    /// The title ICY metadata carries ("Artist - Title"). Control thread.
-    public func setTitle(_ title: String) {
-        shown.withLock { $0.title = title }
+    /// What plays, for ICY metadata ("Artist - Title") and the Ogg chains' comments;
+    /// both nil when stopped. Control thread.
+    public func setTitle(artist: String?, title: String?) {
+        shown.withLock { $0.tags = StreamTags(artist: artist, title: title) }
     }
 
-    var title: String { shown.withLock { $0.title } }
+    var tags: StreamTags { shown.withLock { $0.tags } }
 
     public enum AttachError: Error, Equatable { case notEnabled, full, encoder(String) }
 
@@ -107,7 +116,7 @@ public final class StreamHub: @unchecked Sendable {
             guard s.listeners.count < maxListeners else { return .failure(.full) }
             if s.encoders[format] == nil {
                 do throws(StreamError) {
-                    s.encoders[format] = PerFormat(encoder: try StreamEncoder(format))
+                    s.encoders[format] = PerFormat(encoder: try StreamEncoder(format, tags: tags))
                 } catch {
                     shown.withLock { $0.lastError = error.message }
                     return .failure(.encoder(error.message))
@@ -144,12 +153,21 @@ public final class StreamHub: @unchecked Sendable {
 
     /// PCM the device played (48000:16:2, little-endian). Feed thread.
     public func push(_ pcm: UnsafeRawPointer, bytes: Int) {
+        let now = tags
         state.withLock { s in
             guard !s.listeners.isEmpty else { return }
             for format in Array(s.encoders.keys) {
-                let units: [[UInt8]]
+                var units: [[UInt8]] = []
                 do throws(StreamError) {
-                    units = try s.encoders[format]!.encoder.encode(pcm, bytes: bytes)
+                    if format.chains, s.encoders[format]!.encoder.tags != now {
+                        // A new chain: the old one's last bytes, the new one's header.
+                        let old = s.encoders[format]!.encoder
+                        units = try old.finish()
+                        let next = try StreamEncoder(format, tags: now, startingAt: old.nextPTS)
+                        units.append(next.header)
+                        s.encoders[format] = PerFormat(encoder: next)
+                    }
+                    units += try s.encoders[format]!.encoder.encode(pcm, bytes: bytes)
                 } catch {
                     shown.withLock { $0.lastError = error.message }
                     continue
@@ -255,7 +273,7 @@ public final class StreamHub: @unchecked Sendable {
         /// ICY's block: a length byte (×16), then `StreamTitle='…';` padded with zeros;
         /// a single 0 when the title has not changed since the last block.
         private func metadataBlock() -> [UInt8] {
-            let title = hub.title
+            let title = hub.tags.icy
             guard title != sentTitle else { return [0] }
             sentTitle = title
             // A quote would end the value early: ICY has no escape for it.
@@ -269,6 +287,16 @@ public final class StreamHub: @unchecked Sendable {
 
 extension StreamHub.Format {
     static func bytesForMillis(_ f: StreamHub.Format, _ ms: Int) -> Int { f.bytesPerSecond * ms / 1000 }
+    /// Ogg formats carry titles as chained streams.
+    var chains: Bool { self == .opus || self == .flac }
+}
+
+/// The artist and title a listen stream names.
+struct StreamTags: Equatable {
+    var artist: String?
+    var title: String?
+    /// ICY's one string: "Artist - Title", or what there is.
+    var icy: String { [artist, title].compactMap { $0 }.joined(separator: " - ") }
 }
 
 /// One format's encoder: PCM (48000:16:2) in, the container's bytes out in units a
@@ -278,6 +306,8 @@ extension StreamHub.Format {
 final class StreamEncoder: @unchecked Sendable {
     // @unchecked Sendable: used only under the hub's lock, one thread at a time.
     let format: StreamHub.Format
+    /// What this chain's comment header names (Ogg), or the tags when it began.
+    let tags: StreamTags
     /// What a listener gets first: the container's header (Ogg's header pages, WAV's
     /// RIFF header with the largest sizes, nothing for MP3).
     private(set) var header: [UInt8] = []
@@ -293,8 +323,15 @@ final class StreamEncoder: @unchecked Sendable {
     /// What the muxer wrote since the last unit was taken.
     fileprivate var written: [UInt8] = []
 
-    init(_ format: StreamHub.Format) throws(StreamError) {
+    /// The next frame's timestamp, 48 kHz samples from the first chain's start.
+    var nextPTS: Int64 { pts }
+
+    /// `startingAt`: the previous chain's end, so a new chain's timestamps go on
+    /// (a player sees one timeline, not a jump back to zero).
+    init(_ format: StreamHub.Format, tags: StreamTags = StreamTags(), startingAt: Int64 = 0) throws(StreamError) {
         self.format = format
+        self.tags = tags
+        self.pts = startingAt
         guard format != .wav else {
             header = Self.wavHeader()
             return
@@ -331,6 +368,13 @@ final class StreamEncoder: @unchecked Sendable {
             throw StreamError(.internalError, "listen stream: codec parameters")
         }
         st.pointee.time_base = cc.pointee.time_base
+        // The chain's comment header (OpusTags, or FLAC's Vorbis comment block). Text
+        // from tags and radios is outside text: the comment format counts its bytes,
+        // so a newline or quote cannot break it; it is held to 1 KiB a field.
+        if format.chains {
+            if let a = tags.artist { av_dict_set(&st.pointee.metadata, "ARTIST", String(decoding: a.utf8.prefix(1024), as: UTF8.self), 0) }
+            if let t = tags.title { av_dict_set(&st.pointee.metadata, "TITLE", String(decoding: t.utf8.prefix(1024), as: UTF8.self), 0) }
+        }
         let size: Int32 = 4096
         guard let buffer = av_malloc(Int(size)) else { throw StreamError(.internalError, "listen stream: out of memory") }
         let me = Unmanaged.passUnretained(self).toOpaque()
@@ -398,6 +442,24 @@ final class StreamEncoder: @unchecked Sendable {
         return units
     }
 
+    /// Ends this chain: the staged frames (a last short frame), the encoder's delayed
+    /// packets, and the muxer's trailer (Ogg's EOS page). The encoder is not used after.
+    func finish() throws(StreamError) -> [[UInt8]] {
+        guard format != .wav, let cc = context, let p = packet, let oc = output else { return [] }
+        if !staged.isEmpty {
+            try send(frames: staged.count / 2)
+            staged.removeAll()
+        }
+        var ret = avcodec_send_frame(cc, nil)
+        guard ret >= 0 else { throw StreamError(.internalError, "listen stream: draining: \(FFmpegCall.describe(ret))") }
+        try writePackets(cc, p, oc)
+        ret = av_write_trailer(oc)
+        guard ret >= 0 else { throw StreamError(.internalError, "listen stream: trailer: \(FFmpegCall.describe(ret))") }
+        avio_flush(oc.pointee.pb)
+        defer { written = [] }
+        return written.isEmpty ? [] : [written]
+    }
+
     private func send(frames: Int) throws(StreamError) {
         guard let cc = context, let f = frame, let p = packet, let oc = output else { return }
         f.pointee.nb_samples = Int32(frames)
@@ -422,8 +484,14 @@ final class StreamEncoder: @unchecked Sendable {
         pts += Int64(frames)
         ret = avcodec_send_frame(cc, f)
         guard ret >= 0 else { throw StreamError(.internalError, "listen stream: avcodec_send_frame: \(FFmpegCall.describe(ret))") }
+        try writePackets(cc, p, oc)
+        avio_flush(oc.pointee.pb)
+    }
+
+    private func writePackets(_ cc: UnsafeMutablePointer<AVCodecContext>, _ p: UnsafeMutablePointer<AVPacket>,
+                              _ oc: UnsafeMutablePointer<AVFormatContext>) throws(StreamError) {
         while true {
-            ret = avcodec_receive_packet(cc, p)
+            var ret = avcodec_receive_packet(cc, p)
             if ret < 0 { break }
             p.pointee.stream_index = 0
             av_packet_rescale_ts(p, cc.pointee.time_base, oc.pointee.streams[0]!.pointee.time_base)
@@ -431,6 +499,5 @@ final class StreamEncoder: @unchecked Sendable {
             av_packet_unref(p)
             guard ret >= 0 else { throw StreamError(.internalError, "listen stream: av_write_frame: \(FFmpegCall.describe(ret))") }
         }
-        avio_flush(oc.pointee.pb)
     }
 }
