@@ -192,7 +192,7 @@ struct ALSATests {
         // How long the pause is held (not a synchronisation): the keeper's silence keeps
         // the sink running however long (its monitor loses ~120 ms after waking from
         // idle, which would hide the ramp-in).
-        usleep(holdMicroseconds)
+        usleep(holdMicroseconds)  // hold: the pause's length (above)
         e.resume()
         #expect(waitUntil(seconds: 10) { e.status().state == .stopped })
         e.shutdown()

@@ -96,7 +96,7 @@ struct FeedTests {
         let (reader, h) = try feed("?format=48000:16:2")
         try h.engine.play(path: fixture.path)
         #expect(h.waitForEnd())
-        usleep(100_000)
+        #expect(h.wait(seconds: 3) { reader.bytesArrived(from: reader.secondsSinceStart - 0.1, to: reader.secondsSinceStart) == 0 }, "the feed went quiet")
         _ = try h.finishCapture()
         reader.close()
         let expected = try referenceInt16(fixture.path, rate: 48000, channels: 2, monoSource: false)
@@ -117,13 +117,13 @@ struct FeedTests {
         let fixture = Fixtures.named("flac-48000-1.flac")
         let (reader, h) = try feed("?name=snap", startReader: false)
         try h.engine.play(path: fixture.path)
-        usleep(1_000_000)
+        usleep(1_000_000)  // hold: 1 s played into a FIFO nobody reads yet (frames dropped)
         let before = try #require(h.engine.outputs().first { $0.name == "snap" })
         #expect(before.state == "no_reader")
         #expect((before.framesDropped ?? 0) > 0)
         reader.start()
         #expect(h.waitForEnd())
-        usleep(100_000)
+        #expect(h.wait(seconds: 3) { reader.bytesArrived(from: reader.secondsSinceStart - 0.1, to: reader.secondsSinceStart) == 0 }, "the feed went quiet")
         let after = try #require(h.engine.outputs().first { $0.name == "snap" })
         let capture = try h.finishCapture()
         reader.close()
@@ -152,13 +152,13 @@ struct FeedTests {
         let (reader, h) = try feed()
         reader.stall(true)
         try h.engine.play(path: fixture.path)
-        usleep(1_500_000)
+        usleep(1_500_000)  // hold: 1.5 s against a stalled reader
         let stalled = try #require(h.engine.outputs().first { $0.kind == "fifo" })
         #expect(stalled.state == "no_reader")
         #expect((stalled.framesDropped ?? 0) > 0)
         reader.stall(false)
         #expect(h.waitForEnd())
-        usleep(100_000)
+        #expect(h.wait(seconds: 3) { reader.bytesArrived(from: reader.secondsSinceStart - 0.1, to: reader.secondsSinceStart) == 0 }, "the feed went quiet")
         let final = try #require(h.engine.outputs().first { $0.kind == "fifo" })
         let capture = try h.finishCapture()
         reader.close()
@@ -184,24 +184,24 @@ struct FeedTests {
         let fixture = Fixtures.named("flac-48000-1.flac")
         let (reader, h) = try feed("?format=48000:16:1")
         try h.engine.play(path: fixture.path)
-        usleep(800_000)
+        usleep(800_000)  // hold: 0.8 s of music before the pause
         h.engine.pause()
         #expect(h.wait(seconds: 2) { h.engine.status().state == .paused })
         // The device plays out its short ramp and what it had queued: wait until the
         // feed has had nothing for 100 ms (two periods).
         #expect(h.wait(seconds: 3) { reader.bytesArrived(from: reader.secondsSinceStart - 0.1, to: reader.secondsSinceStart) == 0 })
         let pauseStart = reader.secondsSinceStart
-        usleep(700_000)
+        usleep(700_000)  // hold: the pause's length
         let during = reader.bytesArrived(from: pauseStart, to: reader.secondsSinceStart)
         #expect(during == 0, "\(during) bytes reached the feed while paused")
         let resumeAt = reader.secondsSinceStart
         h.engine.resume()
-        usleep(300_000)
+        usleep(300_000)  // hold: the 300 ms after resume whose burst is measured
         // No burst: in the first 300 ms after resume, at most ~300 ms of audio (plus a period).
         let burst = reader.bytesArrived(from: resumeAt, to: reader.secondsSinceStart) / 2
         #expect(burst <= 48000 * 35 / 100 + 2400, "\(burst) frames arrived in the 300 ms after resume")
         #expect(h.waitForEnd())
-        usleep(100_000)
+        #expect(h.wait(seconds: 3) { reader.bytesArrived(from: reader.secondsSinceStart - 0.1, to: reader.secondsSinceStart) == 0 }, "the feed went quiet")
         let capture = try h.finishCapture()
         reader.close()
         var got = droppingLead(reader.int16Samples, channels: 1)
@@ -243,17 +243,17 @@ struct FeedTests {
         let fixture = Fixtures.named("flac-44100-2.flac")
         let (reader, h) = try feed("?name=room2")
         try h.engine.play(path: fixture.path)
-        usleep(700_000)
+        usleep(700_000)  // hold: 0.7 s played before the feed is turned off
         try h.engine.setOutputEnabled("room2", false)
         #expect(h.wait(seconds: 1) { h.engine.outputs().first { $0.name == "room2" }?.state == "disabled" })
         let mark = reader.secondsSinceStart
-        usleep(500_000)
+        usleep(500_000)  // hold: 0.5 s with the feed off
         #expect(reader.bytesArrived(from: mark + 0.05, to: reader.secondsSinceStart) == 0)
         let off = try #require(h.engine.outputs().first { $0.name == "room2" })
         #expect(!off.enabled)
         try h.engine.setOutputEnabled("room2", true)
         let back = reader.secondsSinceStart
-        usleep(500_000)
+        usleep(500_000)  // hold: 0.5 s with it on again
         #expect(reader.bytesArrived(from: back, to: reader.secondsSinceStart) > 0)
         #expect(throws: StreamError.self) { try h.engine.setOutputEnabled("nonexistent", true) }
         // The local output disabled: silent, still the clock.

@@ -201,7 +201,7 @@ struct LevelCaptureTests {
     @Test func volumeChangesRampWithoutSteps() throws {
         let h = EngineHarness(paced: true)
         try h.engine.play(path: fixture.path)
-        usleep(800_000)
+        usleep(800_000)  // hold: 0.8 s at the first volume
         var level = LevelSettings()
         level.volume = 20
         h.engine.setLevel(level)

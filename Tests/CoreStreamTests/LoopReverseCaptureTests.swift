@@ -180,10 +180,10 @@ struct LoopReverseCaptureTests {
         let total = reference.count / 2
         let h = EngineHarness(paced: true)
         try h.engine.play(path: fixture.path)
-        usleep(1_200_000)
+        usleep(1_200_000)  // hold: 1.2 s forward before the reverse
         h.engine.setDirection(.reverse)
         #expect(h.wait(seconds: 2) { h.engine.status().direction == .reverse })
-        usleep(500_000)
+        usleep(500_000)  // hold: 0.5 s in reverse
         h.engine.setDirection(.forward)
         #expect(h.waitForEnd(seconds: 10))
         #expect(h.engine.status().underruns == 0)
@@ -206,10 +206,10 @@ struct LoopReverseCaptureTests {
         let h = EngineHarness(paced: true)
         h.engine.setDirection(.reverse)
         try h.engine.play(path: fixture.path, from: Int64(start))
-        usleep(700_000)
+        usleep(700_000)  // hold: 0.7 s in reverse before the pause
         h.engine.pause()
         #expect(h.wait(seconds: 2) { h.engine.status().state == .paused })
-        usleep(300_000)
+        usleep(300_000)  // hold: the pause's length
         let pausedAt = h.engine.status().positionFrames
         h.engine.resume()
         #expect(h.waitForEnd(seconds: 10))

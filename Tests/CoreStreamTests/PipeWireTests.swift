@@ -120,7 +120,7 @@ struct PipeWireTests {
         let heard = Double(e.status().positionFrames)
         e.pause()
         #expect(waitUntil(seconds: 10) { e.status().state == .paused })
-        usleep(200_000)  // how long the pause is held (not a synchronisation)
+        usleep(200_000)  // hold: how long the pause is held
         e.resume()
         #expect(waitUntil(seconds: 10) { e.status().state == .playing })
         // The stream was kept through the pause: one playd node, the first one.

@@ -33,12 +33,12 @@ struct TransportCaptureTests {
     @Test func pauseAndResumeLoseAndRepeatNothing() throws {
         let h = EngineHarness(paced: true)
         try h.engine.play(path: fixture.path)
-        usleep(600_000)
+        usleep(600_000)  // hold: 0.6 s played before the pause
         h.engine.pause()
         #expect(h.wait(seconds: 2) { h.engine.status().state == .paused })
-        usleep(100_000)
+        usleep(100_000)  // hold: 100 ms into the pause before its position is read
         let pausedAt = h.engine.status().positionFrames
-        usleep(300_000)
+        usleep(300_000)  // hold: the pause held 300 ms (the position must not move)
         #expect(h.engine.status().positionFrames == pausedAt, "position moves while paused")
         h.engine.resume()
         #expect(h.waitForEnd())
@@ -65,7 +65,7 @@ struct TransportCaptureTests {
     @Test func seekWhilePlayingLandsOnTheExactFrame() throws {
         let h = EngineHarness(paced: true)
         try h.engine.play(path: fixture.path)
-        usleep(500_000)
+        usleep(500_000)  // hold: 0.5 s played before the seek
         let target: Int64 = 100_003
         try h.engine.seek(to: target)
         #expect(h.wait(seconds: 2) { h.engine.status().positionFrames >= target })
@@ -97,11 +97,11 @@ struct TransportCaptureTests {
     @Test func stopRampsOutWholeAndAllowsReplay() throws {
         let h = EngineHarness(paced: true)
         try h.engine.play(path: fixture.path)
-        usleep(400_000)
+        usleep(400_000)  // hold: 0.4 s played before the stop
         h.engine.stop()
         #expect(h.engine.status().state == .stopped)
         #expect(h.engine.status().track == nil)
-        usleep(300_000)
+        usleep(300_000)  // hold: 0.3 s stopped before the replay
         try h.engine.play(path: fixture.path, from: 120_000)
         #expect(h.waitForEnd())
         let capture = try h.finishCapture()
@@ -126,7 +126,7 @@ struct TransportCaptureTests {
     @Test func aBadFileKeepsTheCurrentTrackPlaying() throws {
         let h = EngineHarness(paced: true)
         try h.engine.play(path: fixture.path)
-        usleep(200_000)
+        usleep(200_000)  // hold: 0.2 s played before the bad file
         #expect(throws: StreamError.self) { try h.engine.play(path: "/nonexistent/x.flac") }
         #expect(throws: StreamError.self) { try h.engine.seek(to: -5) }
         #expect(h.engine.status().state == .playing)

@@ -103,7 +103,7 @@ struct BadMediaQueueTests {
         #expect(d.request("play", ("index", .int(0)))?["ok"] == .bool(true))
         #expect(d.waitFor(seconds: 30) { d.request("status")?["state"]?.stringValue == "stopped" })
         #expect(d.request("clear")?["ok"] == .bool(true))
-        usleep(500_000)
+        usleep(500_000)  // hold: the allocator settles before the baseline is read (no event says when)
         let baseline = try #require(rssAnonKB(pid))
 
         let events = try LineClient(path: d.socket)
@@ -153,7 +153,7 @@ struct BadMediaQueueTests {
             }
             #expect(d.waitFor(seconds: 20) { d.request("status")?["state"]?.stringValue == "stopped" })
             #expect(d.request("clear")?["ok"] == .bool(true))
-            usleep(500_000)
+            usleep(500_000)  // hold: the allocator settles before the next round (no event says when)
             try fm.removeItem(atPath: corpusDir + "/became-a-folder.flac")
             try fm.copyItem(atPath: good, toPath: corpusDir + "/vanished.flac")
             try fm.copyItem(atPath: good, toPath: corpusDir + "/became-a-folder.flac")
@@ -241,7 +241,8 @@ struct BadMediaQueueTests {
         #expect(events.request(.obj(("id", .int(1)), ("cmd", .string("subscribe"))))?["ok"] == .bool(true))
         #expect(d.request("add", ("paths", .array([.string(victim), .string(next)])))?["ok"] == .bool(true))
         #expect(d.request("play", ("index", .int(0)))?["ok"] == .bool(true))
-        usleep(1_000_000)
+        // The file goes once a second of it has been heard.
+        #expect(d.waitFor(seconds: 20) { (d.request("status")?["position"]?.numberValue ?? 0) >= 1 }, "the victim never played a second")
         if how == "deleted" {
             unlink(victim)
         } else {

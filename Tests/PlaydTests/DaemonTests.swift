@@ -149,7 +149,7 @@ struct DaemonTests {
         try h.start()
         #expect(h.request("play", ("path", .string(track.path)), ("at", .number(1.0)))?["ok"]?.boolValue == true)
         #expect(h.request("loop", ("start", .number(0.25)), ("end", .number(2.0)))?["ok"]?.boolValue == true)
-        usleep(300_000)
+        usleep(300_000)  // hold: 0.3 s of the loop played before SIGTERM
         let before = try #require(h.request("status")?["position_frames"]?.numberValue)
         #expect(h.terminate().status == 0)
         #expect(!FileManager.default.fileExists(atPath: h.socket), "the socket is removed")
@@ -390,7 +390,10 @@ struct DaemonTests {
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
         try p.run()
-        usleep(800_000)
+        // Interrupted once it is writing its output (the partial file exists).
+        #expect(h.waitFor(seconds: 30) {
+            ((try? FileManager.default.contentsOfDirectory(atPath: h.dir)) ?? []).contains { $0.hasPrefix("long.m4a.playd-") }
+        }, "the export never began writing")
         kill(p.processIdentifier, SIGINT)
         p.waitUntilExit()
         #expect(p.terminationStatus == 130)

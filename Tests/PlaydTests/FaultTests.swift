@@ -43,7 +43,8 @@ final class PulseOutage {
         events = try LineClient(path: d.socket)
         #expect(events.request(.obj(("id", .int(1)), ("cmd", .string("subscribe"))))?["ok"] == .bool(true))
         #expect(d.request("play", ("path", .string(track)))?["ok"] == .bool(true))
-        usleep(1_500_000)
+        // The outage comes once 1.5 s have been heard.
+        #expect(d.waitFor(seconds: 20) { (d.request("status")?["position"]?.numberValue ?? 0) >= 1.5 }, "the track never played 1.5 s")
     }
 
     deinit { _ = try? Shell.run([Fixtures.repositoryRoot.path + "/scripts/pulse", "stop", pulseDir]) }
@@ -160,10 +161,12 @@ struct FaultTests {
         }
         try o.startPulse()
         #expect(o.waitEvent("output_restored", seconds: 20) != nil)
-        usleep(500_000)
-        let st = o.d.request("status")
-        #expect(st?["state"]?.stringValue == (command == "stop" ? "stopped" : "playing"))
-        #expect(st?["output_error"] == .null)
+        let wanted = command == "stop" ? "stopped" : "playing"
+        var st = o.d.request("status")
+        #expect(o.d.waitFor(seconds: 10) {
+            st = o.d.request("status")
+            return st?["state"]?.stringValue == wanted && st?["output_error"] == .null
+        }, "after the output came back: \(st?.text ?? "no status"), not \(wanted) without an error")
     }
 }
 
@@ -231,12 +234,12 @@ struct SlowDiskTests {
         let events = try LineClient(path: d.socket)
         #expect(events.request(.obj(("id", .int(1)), ("cmd", .string("subscribe"))))?["ok"] == .bool(true))
         #expect(d.request("play", ("path", .string(mnt + "/t.wav")))?["ok"] == .bool(true))
-        usleep(2_000_000)
+        usleep(2_000_000)  // hold: 2 s at full disk speed
         #expect(d.request("status")?["underruns"]?.numberValue == 0, "no underruns at full speed")
 
         // The disk slows to 30 kB/s (a sixth of what the audio needs) for 4 s.
         try "30000\n".write(toFile: rate, atomically: true, encoding: .utf8)
-        usleep(4_000_000)
+        usleep(4_000_000)  // hold: 4 s of the slow disk
         try "0\n".write(toFile: rate, atomically: true, encoding: .utf8)
         var underrunEvents = 0
         let until = Date().addingTimeInterval(2)
@@ -332,14 +335,11 @@ struct SlowDiskTests {
     /// control thread: nobody was answered, and the watchdog killed playd. (The track
     /// queued to follow gaplessly still opens on the control thread.)
     @Test func queueOpensOnAHungDiskLeaveEveryoneElseServed() throws {
-        let m = try Self.oneBytePerSecondMount()
+        let (m, d) = try Self.daemonWithAHungFileQueued()
         defer { m.stop() }
-        let d = try DaemonHarness(output: "null")
-        try d.start()
         defer { d.kill9() }  // before the mount goes
         let hung = m.mnt + "/t.flac"
         let good = Fixtures.named("flac-44100-2.flac").path
-        #expect(d.request("add", ("paths", .array([.string(good), .string(hung)])))?["ok"] == .bool(true))
 
         // 1. `play 1`: the hung entry. The request waits; the others are served.
         let player = try LineClient(path: d.dir + "/mpd.sock")
@@ -354,6 +354,69 @@ struct SlowDiskTests {
         #expect(player.readLine(timeoutMillis: 60_000) == "OK", "the play was answered when the file opened")
         let s1 = try #require(d.request("status"))
         #expect(s1["file"]?.stringValue == hung && s1["state"]?.stringValue == "playing", "\(s1)")
+    }
+
+    /// Listings and covers read the disk off the control thread (issue 38): with a file
+    /// on a mount whose reads hang in the queue, mpc's `playlist` (MPD `playlistinfo`)
+    /// and a `readpicture` of that file wait while 20 other clients are answered. After
+    /// 5 s without progress the listing is answered anyway, the other file with its
+    /// tags and the hung one without (as a URL is listed), and the picture request gets
+    /// an ACK; when the reads flow again the listing shows the hung file's tags too. On
+    /// the old code the probe ran on the control thread: nobody was answered.
+    @Test func listingsAndCoversOnAHungDiskLeaveEveryoneElseServed() throws {
+        let (m, d) = try Self.daemonWithAHungFileQueued()
+        defer { m.stop() }
+        defer { d.kill9() }  // before the mount goes
+        let hung = m.mnt + "/t.flac"
+        let good = Fixtures.named("flac-44100-2.flac").path
+        let mpd = d.dir + "/mpd.sock"
+        let lister = Process()
+        lister.executableURL = URL(fileURLWithPath: "/usr/bin/mpc")
+        // `[…]`: mpc prints the group only when the song has a duration.
+        lister.arguments = ["-h", mpd, "playlist", "-f", "%file%[=%time%]"]
+        let out = Pipe()
+        lister.standardOutput = out
+        try lister.run()
+        let picture = try LineClient(path: mpd)
+        #expect(picture.readLine(timeoutMillis: 10_000)?.hasPrefix("OK MPD") == true)
+        #expect(picture.send("readpicture \"\(hung)\" 0"))
+        #expect(picture.readLine(timeoutMillis: 300) == nil, "readpicture waits for its read")
+        let pollers = try Pollers(d)
+        for round in 0..<3 { pollers.poll(round) }
+        // After the grace: answered without the hung file's reads.
+        let ack = try #require(picture.readLine(timeoutMillis: 30_000), "readpicture was never answered")
+        #expect(ack.hasPrefix("ACK ") && ack.contains("no progress"), "\(ack)")
+        lister.waitUntilExit()
+        #expect(lister.terminationStatus == 0)
+        let listed = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .split(separator: "\n").map(String.init)
+        // The other file with its duration (the `ffmpeg` CLI's probe), the hung one bare.
+        let seconds = try Self.probedSeconds(good)
+        #expect(listed == ["\(good)=\(seconds / 60):\(String(format: "%02d", seconds % 60))", hung], "\(listed)")
+        // The reads flow: the late probe is kept, and listed (t.flac is 10 s).
+        try "0\n".write(toFile: m.rate, atomically: true, encoding: .utf8)
+        #expect(d.waitFor(seconds: 30) {
+            let r = (try? Shell.run(["mpc", "-h", mpd, "playlist", "-f", "%file%[=%time%]"])).map { String(decoding: $0.stdout, as: UTF8.self) } ?? ""
+            return r.contains(hung + "=0:10")
+        }, "the hung file's duration never showed after its reads flowed")
+    }
+
+    /// A daemon whose queue holds a good file, then `t.flac` on a mount whose reads
+    /// give one byte a second.
+    static func daemonWithAHungFileQueued(name: String = #function) throws -> (SlowMount, DaemonHarness) {
+        let m = try Self.oneBytePerSecondMount(name: name)
+        let d = try DaemonHarness(output: "null")
+        try d.start()
+        let good = Fixtures.named("flac-44100-2.flac").path
+        #expect(d.request("add", ("paths", .array([.string(good), .string(m.mnt + "/t.flac")])))?["ok"] == .bool(true))
+        return (m, d)
+    }
+
+    /// A file's duration in whole seconds, rounded, as `ffprobe` reads it.
+    static func probedSeconds(_ path: String) throws -> Int {
+        let r = try Shell.run(["ffprobe", "-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", path])
+        let text = String(decoding: r.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return Int(try #require(Double(text), "ffprobe: \(text)").rounded())
     }
 
     /// A folder `add` on a disk that hangs (a listing that never returns until the

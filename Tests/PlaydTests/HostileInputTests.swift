@@ -270,7 +270,7 @@ struct HostileInputTests {
         // all of it (the bug: 100 % of a core); a resting one a few percent.
         let t0 = try Self.cpuSeconds(pid)
         let w0 = Date()
-        Thread.sleep(forTimeInterval: 2)
+        Thread.sleep(forTimeInterval: 2)  // hold: the 2 s measurement window
         let used = try Self.cpuSeconds(pid) - t0
         let wall = Date().timeIntervalSince(w0)
         #expect(used < wall / 2, "playd used \(used) s of CPU in \(wall) s")

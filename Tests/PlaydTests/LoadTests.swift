@@ -71,7 +71,7 @@ struct LoadTests {
         try d.start()
         let pid = try #require(d.process?.processIdentifier)
         #expect(d.request("play", ("path", .string(track)))?["ok"] == .bool(true))
-        usleep(1_000_000)
+        #expect(d.waitFor(seconds: 20) { (d.request("status")?["position"]?.numberValue ?? 0) >= 1 }, "the track never played a second")
 
         var clients: [Client] = []
         for i in 0..<200 {

@@ -146,7 +146,7 @@ struct MultiroomTests {
         let (h, snap, _) = try playToSnapcast(seconds: 5, output: "null")
         #expect(h.waitFor(seconds: 15) { h.request("status")?["state"]?.stringValue == "stopped" })
         // Snapcast plays 1 s behind (its buffer); let it finish.
-        usleep(1_800_000)
+        usleep(1_800_000)  // hold: Snapcast's 1 s buffer plays out (no event says when)
         let outputs = h.request("outputs")?["outputs"]?.arrayValue ?? []
         let feed = try #require(outputs.first { $0["name"]?.stringValue == "snapcast" })
         snap.stopClient()
@@ -199,7 +199,7 @@ struct MultiroomTests {
         try snap.waitUntilClientSynced(times: 2)
         #expect(h.request("status")?["state"]?.stringValue == "playing", "the track ended before the client was back")
         #expect(h.waitFor(seconds: 20) { h.request("status")?["state"]?.stringValue == "stopped" })
-        usleep(1_800_000)
+        usleep(1_800_000)  // hold: Snapcast's 1 s buffer plays out (no event says when)
         snap.stopClient()
         let status = try #require(h.request("status"))
         #expect(status["underruns"]?.numberValue == 0)

@@ -131,7 +131,7 @@ struct PositionTests {
         let event = try #require(paused, "no paused event")
         let stoppedAt = try #require(event["position_frames"]?.numberValue, "the paused event carries no position: \(event.text)")
         #expect(Double(frames()) == stoppedAt, "the first status after the paused event")
-        usleep(200_000)  // a pause held for 200 ms (not a synchronisation)
+        usleep(200_000)  // hold: a pause held for 200 ms
         #expect(Double(frames()) == stoppedAt, "a status while paused")
         #expect(ask("resume")?["ok"] == .bool(true))
         try waitFor("half a second after the resume") { Double(frames()) > stoppedAt + 22_050 }

@@ -44,7 +44,12 @@ public enum CommandSpecs {
         // The error status shows is an output lost (retried on its own); nothing else
         // lingers as MPD's player errors do, so there is nothing to clear.
         CommandSpec(mpd: "clearerror", .control) { _, _ throws(PlayerError) in },
-        CommandSpec(mpd: "currentsong", .read, reply: .currentSong) { _, _ throws(PlayerError) in },
+        CommandSpec(mpd: "currentsong", .read, reply: .currentSong) { p, _ throws(PlayerError) in
+            let s = p.snapshot().status
+            if let file = p.heardEntries(s).current.map({ p.queue.entries[$0].path }) ?? s.track?.path {
+                try p.probeForListing([file])
+            }
+        },
         CommandSpec(mpd: "stats", .read, reply: .stats) { _, _ throws(PlayerError) in },
         CommandSpec(mpd: "getvol", .read, reply: .volume) { p, _ throws(PlayerError) in
             guard p.config.mixer != "none" else { throw PlayerError(.noMixer, "mixer = \"none\": no volume") }
@@ -209,7 +214,10 @@ public enum CommandSpecs {
             }
             try p.perform(.move(i..<(i + 1), to: a.integer("to")!))
         },
-        CommandSpec(json: "queue", .read, reply: .queue) { _, _ throws(PlayerError) in },
+        // The entries' tags, probed off the control thread first (Player+DiskReads.swift).
+        CommandSpec(json: "queue", .read, reply: .queue) { p, _ throws(PlayerError) in
+            try p.probeForListing(p.queue.entries.lazy.map(\.path))
+        },
         CommandSpec(mpd: "swap", .control, [A("a", .index), A("b", .index)]) { p, a throws(PlayerError) in
             try p.perform(.swap(a.integer("a")!, a.integer("b")!))
         },

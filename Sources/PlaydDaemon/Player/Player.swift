@@ -124,8 +124,12 @@ public final class Player: @unchecked Sendable {
         (playedNanoseconds &+ (playingSince.map { monotonicNanoseconds() &- $0 } ?? 0)) / 1_000_000_000
     }
     /// Tags, durations and formats for queue listings, by path; emptied when it
-    /// reaches ``songInfoCacheLimit``. Control thread.
+    /// reaches ``songInfoCacheLimit``. Filled off this thread (Player+DiskReads.swift).
+    /// Control thread.
     var probeCache: [String: SongInfo] = [:]
+    /// Listing probes and cover reads under way and done (Player+DiskReads.swift).
+    /// Control thread.
+    var diskReads = DiskReads()
     /// Twice the default queue limit: a full queue stays cached, a cache of everything
     /// ever queued does not grow without end (about 1 kB an entry).
     static let songInfoCacheLimit = 32_768
@@ -352,6 +356,7 @@ public final class Player: @unchecked Sendable {
         retryOpens()
         collectedSources.removeAll()
         openedFiles.removeAll()
+        diskReads.done.removeAll()
         if stateDirty { writeState() }
         guard !pendingChanges.isEmpty || !pendingEvents.isEmpty else { return }
         if pendingChanges.contains(.queue) { measureQueuedLoudness() }
@@ -437,6 +442,7 @@ public final class Player: @unchecked Sendable {
         libraryTick()
         ttsTick()
         fileOpenTick()
+        diskReadTick()
         scheduleTick()
     }
 
@@ -470,22 +476,12 @@ public final class Player: @unchecked Sendable {
         return (s.tags["title"], s.tags["artist"], s.duration)
     }
 
-    /// What a queue listing shows of a file: its tags, duration, format and
-    /// modification time, probed once and cached. A URL is not opened to list it
-    /// (network I/O has no place on this thread): it has no tags.
+    /// What a listing shows of a file: its tags, duration, format and modification
+    /// time, as probed off this thread (``probeForListing(_:)``, which a listing runs
+    /// first). A file not probed (yet), and a URL (network I/O has no place on this
+    /// thread), have no tags.
     public func songInfo(_ path: String) -> SongInfo {
-        if let s = probeCache[path] { return s }
-        var info = SongInfo()
-        if !NetworkInput.hasScheme(path), let p = AudioDecoder.probe(path: path) {
-            info.tags = p.tags
-            info.duration = p.durationSeconds
-            info.format = "\(p.sampleRate):\(p.sampleWidth):\(p.channels)"
-            var st = stat()
-            if PathBytes.stat(path, &st) == 0 { info.modified = Int(st.st_mtim.tv_sec) }
-        }
-        if probeCache.count >= Self.songInfoCacheLimit { probeCache.removeAll(keepingCapacity: true) }
-        probeCache[path] = info
-        return info
+        probeCache[path] ?? SongInfo()
     }
 
     // MARK: - State

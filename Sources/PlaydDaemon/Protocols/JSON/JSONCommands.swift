@@ -24,7 +24,12 @@ enum JSONCommands {
         "loop": loop,
         "cover": { c in
             guard let t = c.player.snapshot().playing else { throw PlayerError(.notPlaying, "nothing is playing") }
-            guard let art = try AudioDecoder.coverArt(path: t.path) else { return [("cover", .null)] }
+            // Read off the control thread (a hung mount; Player+DiskReads.swift).
+            let path = t.path
+            let read = try c.player.readOffThread("cover\0" + path, what: "cover of \(path)") {
+                Result { () throws(StreamError) in try AudioDecoder.coverArt(path: path) }
+            }
+            guard let art = try read.get() else { return [("cover", .null)] }
             return [("cover", .obj(("mime", .string(art.mime)), ("size", .int(Int64(art.bytes.count))),
                                    ("data", .string(Base64.encode(art.bytes)))))]
         },

@@ -64,7 +64,9 @@ enum MPDCommands {
         },
         Row("listplaylist", .read, 1...1) { p, a in try storedEntries(p, a[0]).map { "file: \(uri(p, $0))" } },
         Row("listplaylistinfo", .read, 1...1) { p, a in
-            try storedEntries(p, a[0]).flatMap { e in
+            let entries = try storedEntries(p, a[0])
+            try p.probeForListing(entries)
+            return entries.flatMap { e in
                 NetworkInput.hasScheme(e) ? ["file: \(e)"] : songLines(p, e, p.songInfo(e))
             }
         },
@@ -129,17 +131,22 @@ enum MPDCommands {
         Row("playlistsearch", .read, 1...Int.max) { p, a in try queueFind(p, a, exact: false) },
         Row("playlistinfo", .read, 0...1) { p, a in
             let r = try a.first.map { try range(p, $0) } ?? 0..<p.queue.count
+            try p.probeForListing(r.lazy.map { p.queue.entries[$0].path })
             return r.flatMap { song(p, $0, path: nil) }
         },
         Row("playlistid", .read, 0...1) { p, a in
             if let first = a.first {
                 let i = try p.index(ofID: try int(first))
+                try p.probeForListing([p.queue.entries[i].path])
                 return song(p, i, path: nil)
             }
+            try p.probeForListing(p.queue.entries.lazy.map(\.path))
             return (0..<p.queue.count).flatMap { song(p, $0, path: nil) }
         },
         Row("plchanges", .read, 1...2) { p, a in
-            (try int(a[0])) == p.playlistVersion ? [] : (0..<p.queue.count).flatMap { song(p, $0, path: nil) }
+            guard try int(a[0]) != p.playlistVersion else { return [] }
+            try p.probeForListing(p.queue.entries.lazy.map(\.path))
+            return (0..<p.queue.count).flatMap { song(p, $0, path: nil) }
         },
         // Reflection.
         Row("tagtypes", .none, 0...Int.max) { _, _ in tagTypes.map { "tagtype: \($0.name)" } },

@@ -255,6 +255,7 @@ extension MPDCommands {
            let real = MusicLibrary.resolveInside(dir, roots: p.config.musicRoots.compactMap(PathBytes.realPath)),
            PathBytes.stat(real, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG,
            QueueSources.audioExtensions.contains(String(real.split(separator: ".").last ?? "").lowercased()) {
+            try p.probeForListing([real])
             return songLines(p, dir, p.songInfo(real))
         }
         guard let names = QueueSources.names(in: dir) else { throw Failure(.noExist, "No such directory") }
@@ -409,6 +410,7 @@ extension MPDCommands {
     static func queueFind(_ p: Player, _ a: [String], exact: Bool) throws -> [String] {
         let filters = try filters(a)
         guard !filters.isEmpty else { throw Failure(.arg, "Incorrect number of filter arguments") }
+        try p.probeForListing(p.queue.entries.lazy.map(\.path))
         var lines: [String] = []
         for (i, e) in p.queue.entries.enumerated() {
             let info = p.songInfo(e.path)

@@ -21,7 +21,22 @@ extension MPDCommands {
         let missing = Failure(.noExist, embedded ? "No such song" : "No file exists")
         // A stream has no folder and is not opened here (no network I/O on this thread).
         guard !NetworkInput.hasScheme(a[0]) else { throw missing }
-        let file = try admittedPath(p, a[0])
+        // The path's checks and the reads run off the control thread (a hung mount;
+        // Player+DiskReads.swift); each chunk a client asks for is read again, as MPD does.
+        let file = path(p, a[0]), admission = p.admission
+        let key = "\(embedded ? "readpicture" : "albumart")\0\(offset)\0\(limit)\0\(file)"
+        let read = try p.readOffThread(key, what: "\(embedded ? "readpicture" : "albumart") \(a[0])") {
+            Result { try pictureChunk(admission, file, offset: offset, embedded: embedded, limit: limit, missing: missing) }
+        }
+        return try read.get()
+    }
+
+    /// The chunk of `file`'s picture from `offset`: the embedded one, or the cover file
+    /// in its folder. Reads the disk: any thread but the control thread.
+    static func pictureChunk(_ admission: SourceAdmission, _ uriPath: String, offset: Int, embedded: Bool, limit: Int,
+                             missing: Failure) throws -> MPDSession.Reply {
+        let file: String
+        do { file = try admission.admit(uriPath) } catch let e as StreamError where e.code == .fileNotFound { file = uriPath }
         if embedded {
             var st = stat()
             guard PathBytes.stat(file, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { throw missing }

@@ -1,0 +1,42 @@
+import Foundation
+import Testing
+import CoreStreamTestSupport
+
+/// `scripts/check-tests` (issue 41), run on test files written to show each finding:
+/// an early return, a trait that switches a test off, and a sleep used as
+/// synchronisation (one outside a loop without a `// hold:` reason), beside the forms
+/// it accepts (a poll loop, a hold with its reason, a return inside a closure).
+@Suite("check-tests")
+struct CheckTestsTests {
+    @Test func eachFindingIsReportedAndTheAcceptedFormsAreNot() throws {
+        let dir = try freshTestDirectory("check-tests", "findings")
+        let file = dir + "/SampleTests.swift"
+        try """
+        @Test func early() throws {
+            guard tool() else { return }
+            #expect(true)
+        }
+
+        @Test(.enabled(if: tool())) func switchedOff() {}
+
+        @Test func sleeps() throws {
+            play()
+            usleep(500_000)
+            while !done() { usleep(10_000) }
+            for _ in 0..<3 {
+                Thread.sleep(forTimeInterval: 0.1)
+            }
+            usleep(200_000)  // hold: the pause held 200 ms
+            let xs = [1].map { x in return x }
+            #expect(xs == [1])
+        }
+        """.write(toFile: file, atomically: true, encoding: .utf8)
+        let r = try Shell.run([Fixtures.repositoryRoot.path + "/scripts/check-tests", file])
+        let lines = String(decoding: r.stdout, as: UTF8.self).split(separator: "\n").map(String.init)
+        #expect(r.status == 1)
+        #expect(lines.count == 3, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix(file + ":2: test early returns early") }, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix(file + ":6: a test that can switch itself off") }, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix(file + ":10: a sleep used as synchronisation") }, "\(lines)")
+    }
+}
