@@ -3,9 +3,10 @@ import Testing
 import CoreStreamTestSupport
 
 /// `scripts/check-tests` (issue 41), run on test files written to show each finding:
-/// an early return, a trait that switches a test off, and a sleep used as
-/// synchronisation (one outside a loop without a `// hold:` reason), beside the forms
-/// it accepts (a poll loop, a hold with its reason, a return inside a closure).
+/// an early return, a trait that switches a test off, a sleep used as synchronisation
+/// (one outside a loop without a `// hold:` reason) and a test that checks nothing,
+/// beside the forms it accepts (a poll loop, a hold with its reason, a return inside a
+/// closure, a check made by a helper, a `// checks:` reason).
 @Suite("check-tests")
 struct CheckTestsTests {
     @Test func eachFindingIsReportedAndTheAcceptedFormsAreNot() throws {
@@ -20,7 +21,7 @@ struct CheckTestsTests {
         @Test(.enabled(if: tool())) func switchedOff() {}
 
         @Test func sleeps() throws {
-            play()
+            startTheSampleMusic()
             usleep(500_000)
             while !done() { usleep(10_000) }
             for _ in 0..<3 {
@@ -30,13 +31,30 @@ struct CheckTestsTests {
             let xs = [1].map { x in return x }
             #expect(xs == [1])
         }
+
+        @Test func onlyRuns() throws {
+            startTheSampleMusic()
+        }
+
+        func helper() { #expect(done()) }
+
+        @Test func checksThroughAHelper() throws {
+            helper()
+        }
+
+        @Test func checksByTrapping() throws {
+            // checks: a precondition inside
+            startTheSampleMusic()
+        }
         """.write(toFile: file, atomically: true, encoding: .utf8)
         let r = try Shell.run([Fixtures.repositoryRoot.path + "/scripts/check-tests", file])
         let lines = String(decoding: r.stdout, as: UTF8.self).split(separator: "\n").map(String.init)
         #expect(r.status == 1)
-        #expect(lines.count == 3, "\(lines)")
+        #expect(lines.count == 5, "\(lines)")
         #expect(lines.contains { $0.hasPrefix(file + ":2: test early returns early") }, "\(lines)")
         #expect(lines.contains { $0.hasPrefix(file + ":6: a test that can switch itself off") }, "\(lines)")
         #expect(lines.contains { $0.hasPrefix(file + ":10: a sleep used as synchronisation") }, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix(file + ":6: test switchedOff checks nothing") }, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix(file + ":20: test onlyRuns checks nothing") }, "\(lines)")
     }
 }

@@ -23,24 +23,28 @@ struct FuzzCorpusTests {
     @Test("JSON control parser", arguments: corpus("json"))
     func json(path: String) throws {
         let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        // checks: the fuzzer's properties, as preconditions (a broken one traps the run)
         data.withUnsafeBytes { FuzzChecks.jsonRequest($0.bindMemory(to: UInt8.self)) }
     }
 
     @Test("MPD protocol parser", arguments: corpus("mpd"))
     func mpd(path: String) throws {
         let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        // checks: the fuzzer's properties, as preconditions (a broken one traps the run)
         data.withUnsafeBytes { SessionFuzzChecks.mpdLines($0.bindMemory(to: UInt8.self)) }
     }
 
     @Test("ICY StreamTitle blocks", arguments: corpus("icy"))
     func icy(path: String) throws {
         let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        // checks: the fuzzer's properties, as preconditions (a broken one traps the run)
         data.withUnsafeBytes { ICYText.fuzzStreamTitle($0.bindMemory(to: UInt8.self)) }
     }
 
     @Test("a radio's response headers", arguments: corpus("headers"))
     func headers(path: String) throws {
         let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        // checks: the fuzzer's properties, as preconditions (a broken one traps the run)
         data.withUnsafeBytes { ICYText.fuzzHeaders($0.bindMemory(to: UInt8.self)) }
     }
 }
