@@ -67,6 +67,15 @@ struct DocsTests {
         try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=880:duration=0.4", dir + "/Announcements/ding.wav"])
     }
 
+    /// The number a doc page states where `pattern`'s first group is (a documented count
+    /// a test compares with its list).
+    static func statedCount(_ page: String, _ pattern: String) throws -> Int {
+        let doc = try String(contentsOfFile: Fixtures.repositoryRoot.path + "/" + page, encoding: .utf8)
+        let re = try NSRegularExpression(pattern: pattern)
+        let m = try #require(re.firstMatch(in: doc, range: NSRange(doc.startIndex..., in: doc)), "\(page) gives no count")
+        return try #require(Range(m.range(at: 1), in: doc).flatMap { Int(doc[$0]) }, "\(page): no number")
+    }
+
     /// docs/reliability.md's mutation table is scripts/mutate's list: the same names, and
     /// the count its text gives (issue 41: a documented count is checked, not kept by
     /// hand beside the list).

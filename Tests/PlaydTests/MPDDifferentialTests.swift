@@ -379,11 +379,8 @@ struct MPDDifferentialTests {
     /// docs/mpd.md's count of the sessions is this list's (a documented count is checked,
     /// not kept by hand beside the list: issue 41).
     @Test func theDocumentedCountIsTheList() throws {
-        let doc = try String(contentsOfFile: Fixtures.repositoryRoot.path + "/docs/mpd.md", encoding: .utf8)
-        let re = try NSRegularExpression(pattern: #"sends the same (\d+) sessions"#)
-        let m = try #require(re.firstMatch(in: doc, range: NSRange(doc.startIndex..., in: doc)), "docs/mpd.md gives no count")
-        let stated = Range(m.range(at: 1), in: doc).flatMap { Int(doc[$0]) }
-        #expect(stated == Self.sessions.count, "docs/mpd.md says \(stated ?? -1) sessions; the list has \(Self.sessions.count)")
+        let stated = try DocsTests.statedCount("docs/mpd.md", #"sends the same (\d+) sessions"#)
+        #expect(stated == Self.sessions.count, "docs/mpd.md says \(stated) sessions; the list has \(Self.sessions.count)")
     }
 
     @Test func everySessionGetsMPDsReplies() throws {

@@ -199,11 +199,8 @@ struct MpcSuiteTests {
     /// docs/protocol.md's count of the runs is this script's (issue 41: a documented
     /// count is checked).
     @Test func theDocumentedCountIsTheScript() throws {
-        let doc = try String(contentsOfFile: Fixtures.repositoryRoot.path + "/docs/protocol.md", encoding: .utf8)
-        let re = try NSRegularExpression(pattern: #"in one script \((\d+) runs"#)
-        let m = try #require(re.firstMatch(in: doc, range: NSRange(doc.startIndex..., in: doc)), "docs/protocol.md gives no count")
-        let stated = Range(m.range(at: 1), in: doc).flatMap { Int(doc[$0]) }
-        #expect(stated == Self.script.count, "docs/protocol.md says \(stated ?? -1) runs; the script has \(Self.script.count)")
+        let stated = try DocsTests.statedCount("docs/protocol.md", #"in one script \((\d+) runs"#)
+        #expect(stated == Self.script.count, "docs/protocol.md says \(stated) runs; the script has \(Self.script.count)")
     }
 
     @Test func homeAssistantsClientSeesPlaydAsMPD() throws {
