@@ -93,8 +93,8 @@ struct DocsTests {
         let table = Set(try all(#"^\| ([a-z0-9]+(?:-[a-z0-9]+)+)(?: \(quick\))? \|"#, doc))
         #expect(listed.count >= 20 && Set(listed).count == listed.count, "scripts/mutate lists \(listed)")
         #expect(Set(listed) == table, "in scripts/mutate only: \(Set(listed).subtracting(table).sorted()); in docs/reliability.md only: \(table.subtracting(listed).sorted())")
-        let stated = try all(#"The whole list, (\d+)\s+mutations"#, doc).first.flatMap { Int($0) }
-        #expect(stated == listed.count, "docs/reliability.md says \(stated.map(String.init) ?? "nothing") mutations; scripts/mutate has \(listed.count)")
+        let stated = try Self.statedCount("docs/reliability.md", #"The whole list, (\d+)\s+mutations"#)
+        #expect(stated == listed.count, "docs/reliability.md says \(stated) mutations; scripts/mutate has \(listed.count)")
     }
 
     @Test func everyRunnableDocLineRunsAsWritten() throws {
