@@ -233,7 +233,15 @@ struct PlayingEntryEditTests {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         config.outputDevice = "null"  // paced: the song is still playing when deleted
         let s = try InProcessServer(config: config, logger: logger, commands: CommandTable())
-        let files = try (1...3).map { i -> String in
+        // The song that follows, t1, is on a slow disk (scripts/slowfs): its open takes
+        // until the disk is let go, 1.5 s after the delete is sent. A delete that
+        // answered at once was caught only when the open lost the race with `status`
+        // (a CI run, 2026-11-26, missed it); now it always loses.
+        let m = try SlowMount(name: "delete-playing-\(repeats)") { src in
+            try FileManager.default.copyItem(atPath: PlayerTests.long, toPath: src + "/t1.flac")
+        }
+        defer { m.stop() }
+        let files = try [m.mnt + "/t1.flac"] + (2...3).map { i -> String in
             let path = dir + "/t\(i).flac"
             try FileManager.default.copyItem(atPath: PlayerTests.long, toPath: path)
             return path
@@ -244,6 +252,12 @@ struct PlayingEntryEditTests {
         #expect(c.send("repeat \(repeats ? 1 : 0)") == "OK\n")
         #expect(c.send("play 2") == "OK\n")
         #expect(c.send("delete 1") == "OK\n", "an entry not playing")
+        try "1\n".write(toFile: m.rate, atomically: true, encoding: .utf8)  // a byte a second
+        let rate = m.rate
+        DispatchQueue.global().asyncAfter(deadline: .now() + 1.5) {
+            // hold: the disk stays slow while the delete is answered; the reply waits for it
+            try? "0\n".write(toFile: rate, atomically: true, encoding: .utf8)
+        }
         #expect(c.send("delete 1") == "OK\n")
         let status = c.send("status"), song = c.send("currentsong")
         if repeats {
