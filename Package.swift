@@ -60,10 +60,17 @@ let package = Package(
             pkgConfig: "libebur128",
             providers: [.apt(["libebur128-dev"])]
         ),
+        // Network streams' HTTP (issue 39): libcurl, so each redirect is checked before
+        // it is followed and a response head is capped, which FFmpeg 5.1's http protocol
+        // allows neither. The GnuTLS build: FFmpeg links GnuTLS already.
+        .systemLibrary(
+            name: "CCurl",
+            providers: [.apt(["libcurl4-gnutls-dev"])]
+        ),
         .target(
             name: "CoreStream",
             dependencies: [
-                "CFFmpeg", "CALSA", "CLinux", "CEBUR128", "CPipeWire",
+                "CFFmpeg", "CALSA", "CLinux", "CEBUR128", "CPipeWire", "CCurl",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -323,6 +323,57 @@ struct StreamTests {
         #expect(h.terminate().status == 0)
     }
 
+    /// Every redirect is checked before it is followed (issue 39): an entry on an
+    /// allowed host whose 302 goes through another host (`localhost`) and back is
+    /// skipped as `stream_not_allowed`, and the other host is never asked (the server's
+    /// log shows no request sent to it). Before, FFmpeg's http followed the hops and
+    /// only the host it ended at was checked: the hop was connected to and the entry
+    /// played.
+    @Test func aRedirectThroughAHostNotAllowedIsNotFollowed() throws {
+        let h = try DaemonHarness(extraConfig: "[streams]\nallowed_hosts = [\"127.0.0.1\"]")
+        let web = try Self.serve(h, ["flac-44100-2.flac": "tone.flac"])
+        try h.start()
+        let events = try Self.subscribe(h)
+        let through = "http://127.0.0.1:\(web.port)/away/localhost/away/127.0.0.1/tone.flac"
+        let within = "http://127.0.0.1:\(web.port)/redirect/3/tone.flac"
+        #expect(h.request("add", ("paths", .array([.string(through), .string(within)])))?["ok"] == .bool(true))
+        #expect(h.request("play", ("index", .number(0)))?["ok"] == .bool(true))
+        let skipped = Self.waitEvent(events, "skipped")
+        #expect(skipped?["code"]?.stringValue == "stream_not_allowed" && skipped?["file"]?.stringValue == through,
+                "\(skipped?.text ?? "no skipped event")")
+        #expect(Self.waitEvent(events, "track") { $0["file"]?.stringValue == within } != nil, "three redirects within the host did not play")
+        let requests = (try String(contentsOfFile: web.log, encoding: .utf8)).split(separator: "\n").filter { $0.hasPrefix("request ") }
+        #expect(requests.contains { $0.hasPrefix("request 127.0.0.1:\(web.port) /away/localhost/") }, "\(requests)")
+        #expect(!requests.contains { $0.hasPrefix("request localhost") }, "a host not allowed was asked: \(requests)")
+        #expect(h.terminate().status == 0)
+    }
+
+    /// A response head is capped (issue 39): a server whose header lines never end is
+    /// refused as `too_large` once 300 KiB came, long before the 60 s timeout, and
+    /// playd's memory does not follow it (FFmpeg's http kept every line until the
+    /// timeout: 130–216 MB). A redirect under 200 KiB of cookies is within the cap, and
+    /// plays; one under 400 KiB is refused.
+    @Test func endlessResponseHeadersAreRefused() throws {
+        let h = try DaemonHarness(extraConfig: "[streams]\ntimeout = 60")
+        let web = try Self.serve(h, ["flac-44100-2.flac": "tone.flac"])
+        let p = try h.start()
+        let events = try Self.subscribe(h)
+        let before = try HostileInputTests.rssKiB(p.processIdentifier)
+        let endless = "http://127.0.0.1:\(web.port)/endless-headers/tone.flac"
+        let big = "http://127.0.0.1:\(web.port)/headers/400/tone.flac"
+        let cookies = "http://127.0.0.1:\(web.port)/headers/200/tone.flac"
+        #expect(h.request("add", ("paths", .array([.string(endless), .string(big), .string(cookies)])))?["ok"] == .bool(true))
+        #expect(h.request("play", ("index", .number(0)))?["ok"] == .bool(true))
+        for url in [endless, big] {
+            let e = Self.waitEvent(events, "skipped") { $0["file"]?.stringValue == url }
+            #expect(e?["code"]?.stringValue == "too_large", "\(url): \(e?.text ?? "no skipped event")")
+        }
+        #expect(Self.waitEvent(events, "track") { $0["file"]?.stringValue == cookies } != nil, "200 KiB of cookies did not play")
+        let after = try HostileInputTests.rssKiB(p.processIdentifier)
+        #expect(after - before < 20_000, "RSS \(before) → \(after) KiB")
+        #expect(h.terminate().status == 0)
+    }
+
     /// A server that claims a Content-Length of 10^12 (with byte ranges) for a short
     /// MP3: the length is unknown (an estimate past a week is not taken), not
     /// 62,499,999 s, and the file plays. Over MPD `status` has no `duration:` line.

@@ -30,9 +30,10 @@ final class NetworkBuffer: @unchecked Sendable {
     let isBuffered: Bool
 
     // Set at open, then read-only.
-    /// The connection (FFmpeg's http AVIOContext). Direct mode: read by the demuxer
-    /// and closed by `close()`. Buffered: owned by the fetch thread, which closes it.
-    private var source: UnsafeMutablePointer<AVIOContext>? = nil
+    /// The connection (``HTTPSource``, libcurl). Direct mode: its AVIOContext is read
+    /// by the demuxer, and `close()` closes it. Buffered: owned by the fetch thread,
+    /// which closes it.
+    private var source: HTTPSource? = nil
     /// The demuxer's AVIOContext: `source` itself, or one reading the buffer.
     private(set) var demuxerIO: UnsafeMutablePointer<AVIOContext>? = nil
     /// The connection's length in bytes (Content-Length), or -1.
@@ -70,10 +71,6 @@ final class NetworkBuffer: @unchecked Sendable {
         var shouldAbort: Bool {
             abort.load(ordering: .relaxed) || cancel?.isCancelled == true || follow?.shouldAbort == true
         }
-        static let callback: @convention(c) (UnsafeMutableRawPointer?) -> Int32 = { opaque in
-            guard let opaque else { return 0 }
-            return Unmanaged<SourceInterrupt>.fromOpaque(opaque).takeUnretainedValue().shouldAbort ? 1 : 0
-        }
     }
 
     /// Connects to `url` (within `interrupt`'s deadline) and, when the connection
@@ -83,35 +80,18 @@ final class NetworkBuffer: @unchecked Sendable {
         readerInterrupt = interrupt
         sourceInterrupt = SourceInterrupt(cancel: options.cancel, follow: interrupt)
         capacity = max(4096, min(options.bufferBytes, 64 << 20))
-        var dict: OpaquePointer?
-        defer { av_dict_free(&dict) }
-        let timeoutMicros = Int64(max(0.1, min(options.timeoutSeconds, 3600)) * 1_000_000)
-        av_dict_set(&dict, "protocol_whitelist", NetworkInput.protocols, 0)
-        av_dict_set(&dict, "icy", "1", 0)
-        av_dict_set(&dict, "rw_timeout", "\(timeoutMicros)", 0)
-        av_dict_set(&dict, "user_agent", "playd", 0)
-        av_dict_set(&dict, "reconnect", "0", 0)  // playd reconnects itself, with events
-        var cb = AVIOInterruptCB(callback: SourceInterrupt.callback,
-                                 opaque: Unmanaged.passUnretained(sourceInterrupt).toOpaque())
-        var pb: UnsafeMutablePointer<AVIOContext>?
-        let ret = withExtendedLifetime(sourceInterrupt) { avio_open2(&pb, url, AVIO_FLAG_READ, &cb, &dict) }
-        guard ret >= 0, let io = pb else {
-            throw NetworkInput.error(url, ret, interrupt: interrupt, call: "avio_open2")
+        let interruptSource = sourceInterrupt
+        let src = try HTTPSource(url: url, allowedHosts: options.allowedHosts, timeoutSeconds: options.timeoutSeconds,
+                                 shouldAbort: { interruptSource.shouldAbort }) { code in
+            NetworkInput.error(url, code, interrupt: interrupt, call: "connect")
         }
-        do throws(StreamError) {
-            try NetworkInput.checkRedirect(io, url: url, options: options)
-        } catch {
-            var p: UnsafeMutablePointer<AVIOContext>? = io
-            avio_closep(&p)
-            throw error
-        }
-        source = io
-        size = avio_size(io)
-        stationName = NetworkBuffer.stationName(io)
-        isBuffered = cffmpeg_avio_seekable(io) & AVIO_SEEKABLE_NORMAL == 0
+        source = src
+        size = src.length
+        stationName = src.stationName
+        isBuffered = !src.seekable
         guard isBuffered else {
             storage = UnsafeMutableRawBufferPointer(start: nil, count: 0)
-            demuxerIO = io
+            demuxerIO = src.io
             return
         }
         storage = .allocate(byteCount: capacity, alignment: 16)
@@ -119,8 +99,7 @@ final class NetworkBuffer: @unchecked Sendable {
         guard let ioBuffer = av_malloc(32_768)?.assumingMemoryBound(to: UInt8.self),
               let demux = avio_alloc_context(ioBuffer, 32_768, 0, Unmanaged.passUnretained(self).toOpaque(),
                                               NetworkBuffer.readCallback, nil, NetworkBuffer.seekCallback) else {
-            var p: UnsafeMutablePointer<AVIOContext>? = io
-            avio_closep(&p)
+            src.close()
             source = nil
             throw StreamError(.internalError, "\(url): avio_alloc_context() failed")
         }
@@ -129,13 +108,12 @@ final class NetworkBuffer: @unchecked Sendable {
         // The fetch thread answers only to the buffer and the opener's cancel: a command
         // for the reader is not a reason to drop the connection.
         sourceInterrupt.follow = nil
-        let handoff = Handoff(io)
+        let handoff = Handoff(src)
+        source = nil  // the fetch thread's from here on
         let started = PThread.detached(name: "playd-net") { [self] in fetchLoop(handoff.value) }
         guard started else {
             sourceInterrupt.follow = interrupt
-            var p: UnsafeMutablePointer<AVIOContext>? = io
-            avio_closep(&p)
-            source = nil
+            src.close()
             close()
             throw StreamError(.internalError, "\(url): no thread for the network buffer")
         }
@@ -162,15 +140,16 @@ final class NetworkBuffer: @unchecked Sendable {
                 var p: UnsafeMutablePointer<AVIOContext>? = d
                 avio_context_free(&p)
             }
-        } else if source != nil {
-            avio_closep(&source)
+        } else if let s = source {
+            s.close()
+            source = nil
         }
         demuxerIO = nil
     }
 
     // MARK: - Fetch thread
 
-    private func fetchLoop(_ io: UnsafeMutablePointer<AVIOContext>) {
+    private func fetchLoop(_ src: HTTPSource) {
         var lastTitle: String?
         var lastTitleCheck: UInt64 = 0
         var result: Int32 = 0
@@ -182,7 +161,7 @@ final class NetworkBuffer: @unchecked Sendable {
                 return (tail, min(capacity - count, capacity - tail, 16_384))
             }
             if sourceInterrupt.shouldAbort { result = cffmpeg_averror_exit(); break }
-            let n = avio_read_partial(io, storage.baseAddress! + tail, Int32(space))
+            let n = src.read(storage.baseAddress!.advanced(by: tail).assumingMemoryBound(to: UInt8.self), space)
             if n == 0 { continue }
             if n < 0 { result = n; break }
             // A new ICY block: its title belongs to the bytes after it, which are these.
@@ -190,7 +169,7 @@ final class NetworkBuffer: @unchecked Sendable {
             let now = monotonicNanoseconds()
             if now &- lastTitleCheck > 250_000_000 {
                 lastTitleCheck = now
-                if let t = NetworkBuffer.streamTitle(io), t != lastTitle { lastTitle = t; newTitle = t }
+                if let t = src.title, t != lastTitle { lastTitle = t; newTitle = t }
             }
             lock.withLock {
                 if let t = newTitle {
@@ -202,8 +181,7 @@ final class NetworkBuffer: @unchecked Sendable {
                 lock.broadcast()
             }
         }
-        var p: UnsafeMutablePointer<AVIOContext>? = io
-        avio_closep(&p)
+        src.close()
         lock.withLock {
             ended = result == 0 ? cffmpeg_averror_eof() : result
             lock.broadcast()
@@ -286,19 +264,7 @@ final class NetworkBuffer: @unchecked Sendable {
     /// The title of the audio read last (buffered), or the connection's last ICY block.
     func currentTitle() -> String? {
         if isBuffered { return lock.withLock { title } }
-        return source.flatMap(NetworkBuffer.streamTitle)
-    }
-
-    static func streamTitle(_ io: UnsafeMutablePointer<AVIOContext>) -> String? {
-        guard let raw = cffmpeg_avio_option(io, "icy_metadata_packet") else { return nil }
-        defer { av_free(raw) }
-        return NetworkInput.parseStreamTitle(String(cString: raw))
-    }
-
-    static func stationName(_ io: UnsafeMutablePointer<AVIOContext>) -> String? {
-        guard let raw = cffmpeg_avio_option(io, "icy_metadata_headers") else { return nil }
-        defer { av_free(raw) }
-        return ICYText.stationName(headers: String(cString: raw))
+        return source?.title
     }
 }
 

@@ -36,8 +36,8 @@ public struct StreamOptions: Sendable {
     public var onPrefill: (@Sendable (Int) -> Void)?
     /// Cancels an open or a read in progress from another thread (a newer request).
     public var cancel: StreamCancel?
-    /// `streams.allowed_hosts` (empty: any): the host a connection ends at, after the
-    /// redirects FFmpeg followed, must be one (``NetworkInput/hostAllowed(_:_:)``).
+    /// `streams.allowed_hosts` (empty: any): the host of the URL and of every redirect
+    /// must be one (``NetworkInput/hostAllowed(_:_:)``), checked before it is connected to.
     public var allowedHosts: [String] = []
     public init() {}
 }
@@ -73,14 +73,14 @@ final class StreamInterrupt: @unchecked Sendable {
     }
 }
 
-/// Opening network streams for FFmpeg. Only `http` and `https` URLs are streams; the
-/// protocols FFmpeg may use for them, and for anything a demuxer opens by itself (an
-/// HLS playlist's segments), are http, https, tcp and tls: never `file:`, `concat:`,
-/// `subfile:` or the like, so a server cannot make playd read local files.
+/// Opening network streams for FFmpeg. Only `http` and `https` URLs are streams. The
+/// connection is playd's own (``HTTPSource``, libcurl: http and https only, each
+/// redirect checked before it is followed); the demuxer reads it and may open nothing
+/// by itself (protocol allow-list `none`: no `file:`, `concat:`, `subfile:`, no HLS
+/// segment), so a server cannot make playd read local files or go elsewhere.
 ///
 /// Thread: any. Real-time safe: no (network I/O).
 public enum NetworkInput {
-    static let protocols = "http,https,tcp,tls"
 
     /// Whether `path` is a URL playd plays as a stream (http or https, any case).
     public static func isStreamURL(_ path: String) -> Bool {
@@ -113,23 +113,6 @@ public enum NetworkInput {
     /// same name, or under an entry that starts with a dot (`.example.net`).
     public static func hostAllowed(_ host: String, _ hosts: [String]) -> Bool {
         hosts.isEmpty || hosts.contains { $0 == host || ($0.hasPrefix(".") && host.hasSuffix($0)) }
-    }
-
-    /// Refuses a connection that FFmpeg's http protocol redirected to a host
-    /// `streams.allowed_hosts` does not allow: a 302 from an allowed host to any other
-    /// was followed, and played (issue 39). FFmpeg 5.1 follows up to 8 redirects inside
-    /// `avio_open2` with no hook per hop: the scheme of each hop is held by the protocol
-    /// allow-list (no `file:`), the host of the last one is checked here, after the
-    /// fact. (The hops between were connected to: checking each needs a transport that
-    /// stops at each redirect.)
-    static func checkRedirect(_ io: UnsafeMutablePointer<AVIOContext>, url: String, options: StreamOptions) throws(StreamError) {
-        guard let raw = cffmpeg_avio_option(io, "location") else { return }
-        defer { av_free(raw) }
-        let final = String(cString: raw)
-        guard final != url else { return }
-        guard isStreamURL(final), let host = host(final), hostAllowed(host, options.allowedHosts) else {
-            throw StreamError(.streamNotAllowed, "\(url): the server redirected to \(final.prefix(512)), whose host is not in streams.allowed_hosts")
-        }
     }
 
     static let interruptCallback: @convention(c) (UnsafeMutableRawPointer?) -> Int32 = { opaque in
@@ -179,30 +162,25 @@ public enum NetworkInput {
     }
 
     /// The body of `url` (a radio's `.pls`/`.m3u` link), at most `limit` bytes (more is
-    /// `too_large`), through the same protocols as a stream and within its timeout.
+    /// `too_large`), through the same transport as a stream (its redirects checked) and
+    /// within its timeout.
     public static func fetch(_ url: String, limit: Int, options: StreamOptions) throws(StreamError) -> [UInt8] {
         _ = FFmpegCall.quietLogging
         guard isStreamURL(url) else { throw StreamError(.streamNotAllowed, "\(url): only http and https URLs are fetched") }
         let interrupt = StreamInterrupt(cancel: options.cancel)
-        let timeoutMicros = Int64(max(0.1, min(options.timeoutSeconds, 3600)) * 1_000_000)
-        interrupt.deadline = monotonicNanoseconds() + UInt64(timeoutMicros) * 1000
-        var dict: OpaquePointer?
-        defer { av_dict_free(&dict) }
-        av_dict_set(&dict, "protocol_whitelist", protocols, 0)
-        av_dict_set(&dict, "rw_timeout", "\(timeoutMicros)", 0)
-        av_dict_set(&dict, "user_agent", "playd", 0)
-        var cb = AVIOInterruptCB(callback: interruptCallback, opaque: Unmanaged.passUnretained(interrupt).toOpaque())
-        var pb: UnsafeMutablePointer<AVIOContext>?
-        let ret = withExtendedLifetime(interrupt) { avio_open2(&pb, url, AVIO_FLAG_READ, &cb, &dict) }
-        guard ret >= 0, let io = pb else { throw error(url, ret, interrupt: interrupt, call: "avio_open2") }
-        defer { withExtendedLifetime(interrupt) { _ = avio_closep(&pb) } }
-        try checkRedirect(io, url: url, options: options)
+        interrupt.deadline = monotonicNanoseconds() + UInt64(max(0.1, min(options.timeoutSeconds, 3600)) * 1e9)
+        let src = try HTTPSource(url: url, allowedHosts: options.allowedHosts, timeoutSeconds: options.timeoutSeconds,
+                                 shouldAbort: { interrupt.shouldAbort }) { code in
+            error(url, code, interrupt: interrupt, call: "connect")
+        }
+        defer { src.close() }
         var out: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16_384)
         while true {
-            let n = withExtendedLifetime(interrupt) { avio_read(io, &chunk, Int32(chunk.count)) }
-            if n == FFmpegCall.eof || n == 0 { break }
-            guard n > 0 else { throw error(url, n, interrupt: interrupt, call: "avio_read") }
+            let n = chunk.withUnsafeMutableBufferPointer { src.read($0.baseAddress!, $0.count) }
+            // A playlist may end with the connection (no length): that is its end.
+            if n == FFmpegCall.eof || n == 0 || (n == cffmpeg_averror(EIO) && src.closedWithoutLength) { break }
+            guard n > 0 else { throw error(url, n, interrupt: interrupt, call: "read") }
             out += chunk[0..<Int(n)]
             guard out.count <= limit else {
                 throw StreamError(.tooLarge, "\(url): the playlist is larger than \(limit) bytes (limits.max_playlist_size)")
