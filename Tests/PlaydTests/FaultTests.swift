@@ -401,6 +401,51 @@ struct SlowDiskTests {
         }, "the hung file's duration never showed after its reads flowed")
     }
 
+    /// `add` of one file whose lookup hangs (a dead NFS server: stat and realpath never
+    /// return) runs off the control thread (issue 38): 20 clients on both protocols are
+    /// answered meanwhile, the add itself is answered `timed_out` once its read made no
+    /// progress for 5 s, and once the disk answers the same add goes through. On the old
+    /// code the control thread sat in stat(): no greeting, no status, until the disk
+    /// answered.
+    @Test func aFileAddOnAHungDiskLeavesEveryoneElseServed() throws {
+        // `a.flac` is the one SlowMount looks up to see the mount: the kernel has not
+        // looked up (nor cached) `hung.flac` before the gate closes.
+        let m = try SlowMount { src in
+            for n in ["a.flac", "hung.flac"] {
+                try FileManager.default.copyItem(atPath: Fixtures.named("flac-44100-2.flac").path, toPath: src + "/" + n)
+            }
+        }
+        defer { m.stop() }
+        let d = try DaemonHarness(output: "null")
+        try d.start()
+        defer { d.kill9() }  // before the mount goes
+        // Run first: a playd stuck in the lookup (the old code) dies only once it returns.
+        defer { m.openGate() }
+        let hung = m.mnt + "/hung.flac"
+        m.closeGate()
+        let adder = try LineClient(path: d.socket)
+        #expect(adder.send(#"{"id":9,"cmd":"add","path":"\#(hung)"}"#))
+        #expect(adder.readLine(timeoutMillis: 300) == nil, "the add waits for the disk")
+        // One client first, with a bound: a control thread stuck in stat() fails here
+        // (LineClient's 10 s), not after 20 clients' worth of timeouts.
+        try #require(d.request("status")?["ok"] == .bool(true), "status was not answered while the add's lookup hung")
+        let pollers = try Pollers(d)
+        for round in 0..<3 { pollers.poll(round) }
+        let reply = try JSON.parse(try #require(adder.readLine(timeoutMillis: 30_000), "the add was never answered"))
+        #expect(reply["id"]?.numberValue == 9 && reply["error"]?["code"]?.stringValue == "timed_out", "\(reply)")
+        pollers.poll(3)
+        m.openGate()
+        // The stuck lookup returns now; until its thread is done the path stays
+        // `timed_out`, then the add goes through, once.
+        var added: JSON?
+        #expect(d.waitFor(seconds: 30) {
+            added = d.request("add", ("path", .string(hung)))
+            return added?["ok"] == .bool(true)
+        }, "the add never went through after the disk answered: \(added?.text ?? "")")
+        let files = d.request("queue")?["queue"]?.arrayValue?.compactMap { $0["file"]?.stringValue }
+        #expect(files == [hung], "\(files ?? [])")
+    }
+
     /// A daemon whose queue holds a good file, then `t.flac` on a mount whose reads
     /// give one byte a second.
     static func daemonWithAHungFileQueued(name: String = #function) throws -> (SlowMount, DaemonHarness) {

@@ -136,10 +136,12 @@ struct PlayerTests {
     }
 
     /// A folder `add` waits for the walker thread: the first try says `workPending` and
-    /// changes nothing, the walk's result comes back as posted work that resumes the
-    /// parked sessions, and the same request then adds what the walk found, in
-    /// natural order. A second `add` of the same folder while the walk runs starts no
-    /// second walk; a result nobody took is gone after the turn.
+    /// changes nothing while the path is looked up off the control thread (a stat on a
+    /// hung mount never returns); the lookup comes back as posted work, the request
+    /// runs again and starts the walk, whose result comes back the same way, and the
+    /// same request then adds what the walk found, in natural order. A second `add` of
+    /// the same folder while the walk runs starts no second walk; a result nobody took
+    /// is gone after the turn.
     @Test(.tags(.threadSanitizer)) func aFolderAddWaitsForTheWalkerThread() throws {
         let (p, box, dir) = try Self.player()
         defer { p.shutdown(); try? FileManager.default.removeItem(atPath: dir) }
@@ -148,12 +150,16 @@ struct PlayerTests {
         for name in ["10 b.flac", "2 a.flac", "sub/1 c.flac", "notes.txt"] {
             try FileManager.default.copyItem(atPath: Self.long, toPath: folder + "/" + name)
         }
-        #expect(throws: PlayerError.self) { try p.perform(.add(sources: [folder], place: .end)) }
-        #expect(throws: PlayerError.self) { try p.perform(.add(sources: [folder], place: .end)) }
+        #expect(throws: PlayerError.self, "the lookup") { try p.perform(.add(sources: [folder], place: .end)) }
+        #expect(box.arrived.wait(timeout: .now() + 30) == .success)
+        box.runPosted()
+        #expect(box.resumes == 1, "the lookup's resume")
+        #expect(throws: PlayerError.self, "the walk starts") { try p.perform(.add(sources: [folder], place: .end)) }
+        #expect(throws: PlayerError.self, "the same walk") { try p.perform(.add(sources: [folder], place: .end)) }
         #expect(p.queue.count == 0)
         #expect(box.arrived.wait(timeout: .now() + 30) == .success)
         box.runPosted()
-        #expect(box.resumes == 1, "one walk, one resume")
+        #expect(box.resumes == 2, "one walk, one resume")
         let out = try p.perform(.add(sources: [folder], place: .end))
         #expect(out.added.count == 3)
         #expect(p.queue.entries.map { String($0.path.dropFirst(folder.count + 1)) } == ["2 a.flac", "10 b.flac", "sub/1 c.flac"])
@@ -171,7 +177,7 @@ struct PlayerTests {
     func badArgumentsAreTypedErrors(_ c: Command) throws {
         let (p, box, dir) = try Self.player(name: "bad")
         defer { p.shutdown(); try? FileManager.default.removeItem(atPath: dir) }
-        try p.perform(.add(sources: [Self.long], place: .end))
+        try box.add(p, [Self.long])
         try box.perform(p, .playIndex(0))
         #expect(throws: PlayerError.self) { try box.perform(p, c) }
         #expect(p.engine.status().state == .playing || p.engine.status().state == .stopped)

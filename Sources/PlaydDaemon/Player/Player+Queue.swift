@@ -34,7 +34,36 @@ extension Player {
             collectOffThread(sources)
             throw PlayerError(.workPending, "adding \(sources.count == 1 ? sources[0] : "\(sources.count) sources"): waiting for the folder walk")
         }
-        return try QueueSources.collect(sources, admission: admission, limits: sourceLimits())
+        // One absolute path (or a stream URL): a realpath and a stat, but on a dead NFS
+        // server or a hung FUSE mount they never return, and on this thread that stopped
+        // every client until the watchdog killed playd (issue 38). Read off the thread
+        // with the stuck guard (`timed_out` after 5 s without an answer); a folder found
+        // there goes to the walker.
+        let path = sources[0], admission = self.admission, limits = sourceLimits()
+        if NetworkInput.isStreamURL(path) { return try QueueSources.collect(sources, admission: admission, limits: limits) }
+        let single = try readOffThread("add\0" + path, what: path) { () -> SingleSource in
+            if QueueSources.isFolder(path) { return .folder }
+            return .collected(SingleSource.Outcome(Result { try QueueSources.collect(sources, admission: admission, limits: limits) }))
+        }
+        switch single {
+        case .folder:
+            collectOffThread(sources)
+            throw PlayerError(.workPending, "adding \(path): waiting for the folder walk")
+        case .collected(let outcome):
+            return try outcome.result.get()
+        }
+    }
+
+    /// What the read of one `add` source found off the control thread.
+    enum SingleSource: Sendable {
+        case folder
+        case collected(Outcome)
+        /// @unchecked Sendable: made on the reading thread and only read afterwards, on
+        /// the control thread; its errors are StreamError and PlayerError values.
+        struct Outcome: @unchecked Sendable {
+            let result: Result<QueueSources.Collected, any Error>
+            init(_ result: Result<QueueSources.Collected, any Error>) { self.result = result }
+        }
     }
 
     /// Removes the entries in `range` at once: one state write, one notification.

@@ -48,17 +48,21 @@ enum QueueSources {
         return Collected(files: kept, refused: refused)
     }
 
-    /// Whether collecting `sources` may take long: more than one source, a folder, a
-    /// playlist, or a relative path (resolved against the music roots, not the working
-    /// folder this would stat). One absolute file is a few system calls, done on the
-    /// control thread at once.
+    /// Whether collecting `sources` goes to the walker, as it may take long: more than
+    /// one source, a playlist, or a relative path (resolved against the music roots).
+    /// One absolute path is read on a thread of its own (``Player/collect(_:)``), where
+    /// a folder is told from a file (``isFolder(_:)``); this looks at no disk.
     static func fansOut(_ sources: [String]) -> Bool {
         guard sources.count == 1, let p = sources.first else { return true }
         if NetworkInput.isStreamURL(p) { return isPlaylist(p) }
         guard p.hasPrefix("/") else { return true }
-        if ["m3u", "m3u8", "pls"].contains(fileExtension(p)) { return true }
+        return ["m3u", "m3u8", "pls"].contains(fileExtension(p))
+    }
+
+    /// Whether `path` is a folder (a stat: off the control thread).
+    static func isFolder(_ path: String) -> Bool {
         var st = stat()
-        return PathBytes.stat(p, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+        return PathBytes.stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
     }
 
     static func expand(_ path: String, limits: Limits = Limits()) throws(Error) -> [String] {
