@@ -176,17 +176,4 @@ static inline int cffmpeg_open_pb_input(AVIOContext *pb, const char *url, const 
     return 0;
 }
 
-/// An option of an AVIOContext opened by avio_open2 or of its protocol (the http
-/// protocol's `icy_metadata_packet`, `icy_metadata_headers`), as a string to free with
-/// av_free; NULL when there is none.
-static inline char *cffmpeg_avio_option(AVIOContext *pb, const char *name) {
-    if (!pb) return NULL;
-    uint8_t *value = NULL;
-    if (av_opt_get(pb, name, AV_OPT_SEARCH_CHILDREN, &value) < 0) return NULL;
-    return (char *)value;
-}
-
-/// The seekable flag of an AVIOContext (AVIO_SEEKABLE_NORMAL when byte ranges work).
-static inline int cffmpeg_avio_seekable(AVIOContext *pb) { return pb ? pb->seekable : 0; }
-
 #endif

@@ -25,18 +25,6 @@ public enum ICYText {
         return a.isEmpty || t.isEmpty ? (nil, s) : (a, t)
     }
 
-    /// `icy-name` from a block of response header lines (the station's name), or nil.
-    public static func stationName(headers: String) -> String? {
-        for line in headers.split(whereSeparator: { $0 == "\n" || $0 == "\r" }) {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            if line[..<colon].lowercased() == "icy-name" {
-                let v = line[line.index(after: colon)...].trimmingCharacters(in: " \t")
-                return v.isEmpty ? nil : String(v.prefix(maxLength))
-            }
-        }
-        return nil
-    }
-
     // MARK: - A response's head and an ICY stream, as they arrive
 
     /// The response header bytes playd reads before it refuses a server (libcurl's own
@@ -188,8 +176,7 @@ public enum ICYText {
         precondition(within(rest, title) && (artist.map { within($0, title) } ?? true), "a split that is not in the title")
     }
 
-    /// Any bytes as response headers: no trap, a name within ``maxLength`` that comes
-    /// from the headers.
+    /// Any bytes as response headers: no trap, a station name within ``maxLength``.
     public static func fuzzHeaders(_ bytes: UnsafeBufferPointer<UInt8>) {
         // Line by line through the head parser: no trap, every byte counted, the cap
         // held, numbers in their ranges.
@@ -203,11 +190,7 @@ public enum ICYText {
         }
         precondition(head.bytes == counted && refused == (counted > maxHeaderBytes), "header bytes \(head.bytes) of \(counted)")
         precondition((head.contentLength ?? 0) >= 0 && (head.metaInterval ?? 1) >= 1 && (head.metaInterval ?? 1) <= 1 << 20)
-        precondition((head.stationName?.count ?? 0) <= maxLength)
-        let headers = String(decoding: bytes, as: UTF8.self)
-        guard let name = stationName(headers: headers) else { return }
-        precondition(name.count <= maxLength && !name.isEmpty, "name length \(name.count)")
-        precondition(within(name, headers), "a name that is not in the headers")
+        if let name = head.stationName { precondition(name.count <= maxLength && !name.isEmpty, "name length \(name.count)") }
     }
 
     /// `part`'s scalars stand in `whole`, one after another (by scalars: a character
