@@ -332,8 +332,7 @@ struct SlowDiskTests {
     /// The queue's own opens run off the control thread too (issue 38): `play 1` of an
     /// entry on a mount whose reads hang waits while 20 other clients are answered, and
     /// is answered and plays when the reads flow. On the old code the open ran on the
-    /// control thread: nobody was answered, and the watchdog killed playd. (The track
-    /// queued to follow gaplessly still opens on the control thread.)
+    /// control thread: nobody was answered, and the watchdog killed playd.
     @Test func queueOpensOnAHungDiskLeaveEveryoneElseServed() throws {
         let (m, d) = try Self.daemonWithAHungFileQueued()
         defer { m.stop() }
@@ -354,6 +353,35 @@ struct SlowDiskTests {
         #expect(player.readLine(timeoutMillis: 60_000) == "OK", "the play was answered when the file opened")
         let s1 = try #require(d.request("status"))
         #expect(s1["file"]?.stringValue == hung && s1["state"]?.stringValue == "playing", "\(s1)")
+    }
+
+    /// The track to follow gaplessly opens off the control thread too (issue 38):
+    /// `play 0` of a good file whose successor is on a mount whose reads hang is
+    /// answered, and 20 other clients are answered while that open waits; when the reads
+    /// flow, the hung file plays after the good one. On the old code the engine's
+    /// `setNext` opened it on the control thread right after the play: nobody was
+    /// answered until the disk was.
+    @Test func theTrackToFollowOnAHungDiskLeavesEveryoneElseServed() throws {
+        let (m, d) = try Self.daemonWithAHungFileQueued()
+        defer { m.stop() }
+        defer { d.kill9() }  // before the mount goes
+        // Run first: a playd stuck in the open (the old code) answers only once it returns.
+        defer { try? "0\n".write(toFile: m.rate, atomically: true, encoding: .utf8) }
+        let hung = m.mnt + "/t.flac"
+        let player = try LineClient(path: d.dir + "/mpd.sock")
+        #expect(player.readLine(timeoutMillis: 10_000)?.hasPrefix("OK MPD") == true)
+        #expect(player.send("play 0"))
+        #expect(player.readLine(timeoutMillis: 10_000) == "OK", "play 0 answered")
+        // One client first, with a bound: a control thread stuck in the open fails here.
+        try #require(d.request("status")?["ok"] == .bool(true), "status was not answered while the next track opened")
+        let pollers = try Pollers(d)
+        for round in 0..<3 { pollers.poll(round) }
+        try "0\n".write(toFile: m.rate, atomically: true, encoding: .utf8)
+        var s1: JSON?
+        #expect(d.waitFor(seconds: 60) {
+            s1 = d.request("status")
+            return s1?["file"]?.stringValue == hung && s1?["state"]?.stringValue == "playing"
+        }, "the hung file never played after the good one: \(s1?.text ?? "")")
     }
 
     /// Listings and covers read the disk off the control thread (issue 38): with a file

@@ -37,7 +37,7 @@ extension Player {
 
     /// Starts the open of `path` off this thread unless it is under way; returns the
     /// decoder when no thread could be had and it was opened here.
-    private func startOpening(_ path: String) throws -> AudioDecoder? {
+    func startOpening(_ path: String) throws -> AudioDecoder? {
         if openingFiles[path] == nil {
             guard openingFiles.count < Self.maxFileOpens else {
                 throw PlayerError(.stream(.timedOut), "\(path): \(Self.maxFileOpens) files are still opening (a hung disk or network mount?); try again later")

@@ -312,6 +312,7 @@ extension Player {
     /// change (or, when its format needs the device reopened, for playing at the end).
     func queueNextInEngine() {
         ControlThread.check()
+        nextOpening = nil
         let status = engine.status()
         guard let current = queue.current, status.state != .stopped else { return }
         // A live stream does not end on its own (only when it cannot be reconnected):
@@ -336,23 +337,44 @@ extension Player {
                 continue
             }
             do {
-                // Opened here, on the control thread: the gapless join must be queued
-                // before the reader reaches the current track's end, and opened off this
-                // thread it sometimes was not (the engine then has to wait for it, and
-                // that wait hung the bad-media corpus in 2 of 14 runs under load, cause
-                // not found; issue 38 notes it as what remains).
-                let gapless = try engine.setNext(path: e.path, crossfadeFor: crossfadeRule())
+                // Opened off this thread (issue 38): on a hung mount FFmpeg's open of the
+                // next file never returns, and on the control thread it stopped every
+                // client. Until it has opened the engine has no next (a replaced one must
+                // not play meanwhile); the open usually takes milliseconds, while the
+                // reader runs 0.74 s plus the device buffer ahead of what is heard, and a
+                // next that comes after the reader reached the end still joins gaplessly
+                // (the reader reopens the end: ReaderLoop.reopenEnd). Later than that, the
+                // track's end stops the engine and trackEnded plays this entry.
+                let decoder: AudioDecoder
+                if let done = openedFiles.removeValue(forKey: e.path) {
+                    decoder = try done.get().value
+                } else if let sync = try startOpening(e.path) {
+                    decoder = sync
+                } else {
+                    try? engine.setNext(path: nil)
+                    pendingNext = (e.id, false, nil)
+                    nextOpening = e.path
+                    return
+                }
+                let gapless = try engine.setNext(decoder: decoder, crossfadeFor: crossfadeRule())
                 let generation = gapless ? engine.lastQueuedNextGeneration : nil
                 pendingNext = (e.id, gapless, generation)
                 if let g = generation { handedOut = Array((handedOut + [(g, e.id)]).suffix(8)) }
                 return
-            } catch where error.code == .notPlaying {
+            } catch let p as PlayerError {
+                // No thread to open it on (8 opens stuck on a hung mount): played, or
+                // refused, when its turn comes.
+                logger.debug("the next track cannot be opened yet", metadata: ["track.path": "\(e.path)", "error": "\(p.message)"])
+                try? engine.setNext(path: nil)
+                pendingNext = (e.id, false, nil)
+                return
+            } catch let error as StreamError where error.code == .notPlaying {
                 // The current track ended meanwhile (a short one, or an unpaced output):
                 // its trackEnded plays what comes next. Nothing is wrong with this entry.
                 pendingNext = nil
                 return
             } catch {
-                unplayable[e.path] = error
+                unplayable[e.path] = error as? StreamError ?? StreamError(.internalError, "\(error)")
                 reportSkipped(id: e.id, path: e.path, error)
                 candidate = queue.successor(of: i, manual: true)
                 if candidate == current { break }
@@ -360,6 +382,16 @@ extension Player {
         }
         pendingNext = nil
         try? engine.setNext(path: nil)
+    }
+
+    /// Hands the engine the track to follow once its file has opened off this thread
+    /// (``queueNextInEngine()``), if it is still the one to follow. From ``flush()``,
+    /// before the opens of the turn are dropped.
+    func retryNextOpen() {
+        guard let path = nextOpening, openedFiles[path] != nil else { return }
+        nextOpening = nil
+        guard let p = pendingNext, !p.gapless, let i = queue.index(ofID: p.id), queue.entries[i].path == path else { return }
+        queueNextInEngine()
     }
 
     /// An engine `gaplessTransition`: the entry handed out for that stream is current

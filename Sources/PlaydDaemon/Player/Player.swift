@@ -63,8 +63,8 @@ public final class Player: @unchecked Sendable {
     /// The play queue. Control thread.
     public internal(set) var queue = PlayQueue()
     /// The queue entry handed to the engine to follow the current one: gaplessly, or
-    /// (when its format needs the device reopened) to play when the current ends.
-    /// Control thread.
+    /// (when its format needs the device reopened, or while its file still opens off
+    /// this thread: ``nextOpening``) to play when the current ends. Control thread.
     /// `generation`: the engine's for a gapless one (``PlaybackEngine/Status/generation``
     /// says when it is heard; the control thread hears of it from an event, later).
     var pendingNext: (id: Int, gapless: Bool, generation: UInt64?)?
@@ -156,6 +156,9 @@ public final class Player: @unchecked Sendable {
     /// A ``playEntry(_:)`` waiting for `awaited` to open, from the entry it began at
     /// (``retryOpens()`` goes on with it). Control thread.
     var autoPlay: (start: Int, awaited: String)?
+    /// The file of the entry to follow (``pendingNext``) while it opens off this thread;
+    /// ``retryNextOpen()`` hands it to the engine once it has. Control thread.
+    var nextOpening: String?
     /// Files found unplayable since the current track began (by ``playEntry(_:)`` on its
     /// way through the queue, or as the one to follow): the run again after an open goes
     /// past them without opening them again, and so does the choice of the next track.
@@ -354,6 +357,7 @@ public final class Player: @unchecked Sendable {
     public func flush() {
         ControlThread.check()
         retryOpens()
+        retryNextOpen()
         collectedSources.removeAll()
         openedFiles.removeAll()
         diskReads.done.removeAll()
