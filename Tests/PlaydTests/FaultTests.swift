@@ -436,42 +436,91 @@ struct SlowDiskTests {
     /// code the control thread sat in stat(): no greeting, no status, until the disk
     /// answered.
     @Test func aFileAddOnAHungDiskLeavesEveryoneElseServed() throws {
-        // `a.flac` is the one SlowMount looks up to see the mount: the kernel has not
-        // looked up (nor cached) `hung.flac` before the gate closes.
-        let m = try SlowMount { src in
-            for n in ["a.flac", "hung.flac"] {
-                try FileManager.default.copyItem(atPath: Fixtures.named("flac-44100-2.flac").path, toPath: src + "/" + n)
-            }
-        }
+        let (m, d) = try Self.daemonBesideAHungLookup()
         defer { m.stop() }
-        let d = try DaemonHarness(output: "null")
-        try d.start()
         defer { d.kill9() }  // before the mount goes
         // Run first: a playd stuck in the lookup (the old code) dies only once it returns.
         defer { m.openGate() }
         let hung = m.mnt + "/hung.flac"
-        m.closeGate()
-        let adder = try LineClient(path: d.socket)
-        #expect(adder.send(#"{"id":9,"cmd":"add","path":"\#(hung)"}"#))
-        #expect(adder.readLine(timeoutMillis: 300) == nil, "the add waits for the disk")
-        // One client first, with a bound: a control thread stuck in stat() fails here
-        // (LineClient's 10 s), not after 20 clients' worth of timeouts.
-        try #require(d.request("status")?["ok"] == .bool(true), "status was not answered while the add's lookup hung")
-        let pollers = try Pollers(d)
-        for round in 0..<3 { pollers.poll(round) }
-        let reply = try JSON.parse(try #require(adder.readLine(timeoutMillis: 30_000), "the add was never answered"))
-        #expect(reply["id"]?.numberValue == 9 && reply["error"]?["code"]?.stringValue == "timed_out", "\(reply)")
+        let pollers = try Self.timesOutWhileOthersAreServed(m, d, "add", hung)
         pollers.poll(3)
-        m.openGate()
-        // The stuck lookup returns now; until its thread is done the path stays
-        // `timed_out`, then the add goes through, once.
-        var added: JSON?
-        #expect(d.waitFor(seconds: 30) {
-            added = d.request("add", ("path", .string(hung)))
-            return added?["ok"] == .bool(true)
-        }, "the add never went through after the disk answered: \(added?.text ?? "")")
+        Self.goesThroughOnceTheDiskAnswers(m, d, "add", hung)
         let files = d.request("queue")?["queue"]?.arrayValue?.compactMap { $0["file"]?.stringValue }
         #expect(files == [hung], "\(files ?? [])")
+    }
+
+    /// An announcement whose clip is on a disk that hangs (its lookup never returns
+    /// until the test lets it) is checked off the control thread (issue 38): 20 clients
+    /// on both protocols are answered meanwhile, the `announce` is answered `timed_out`
+    /// once the check made no progress for 5 s, and once the disk answers the same
+    /// announcement plays over the music. On the old code the clip was looked up and
+    /// opened on the control thread: nobody was answered until the disk was.
+    @Test func anAnnouncementOnAHungDiskLeavesEveryoneElseServed() throws {
+        let (m, d) = try Self.daemonBesideAHungLookup()
+        defer { m.stop() }
+        defer { d.kill9() }  // before the mount goes
+        // Run first: a playd stuck in the lookup (the old code) dies only once it returns.
+        defer { m.openGate() }
+        let events = try LineClient(path: d.socket)
+        #expect(events.request(.obj(("id", .int(1)), ("cmd", .string("subscribe"))))?["ok"] == .bool(true))
+        #expect(d.request("play", ("path", .string(Fixtures.named("flac-44100-2.flac").path)))?["ok"] == .bool(true))
+        let hung = m.mnt + "/hung.flac"
+        _ = try Self.timesOutWhileOthersAreServed(m, d, "announce", hung)
+        Self.goesThroughOnceTheDiskAnswers(m, d, "announce", hung)
+        var started: JSON?
+        let until = Date().addingTimeInterval(30)
+        while started == nil, Date() < until, let line = events.readLine(timeoutMillis: 1000) {
+            if let e = try? JSON.parse(line), e["event"]?.stringValue == "announcement_started" { started = e }
+        }
+        #expect(started?["source"]?.stringValue == hung, "announcement_started: \(started?.text ?? "none")")
+    }
+
+    /// Closes the gate and sends the JSON `cmd` (id 9) of `hung`: it must wait while one
+    /// client and then 20 (3 rounds) are answered, then be answered `timed_out` once its
+    /// read made no progress for 5 s. Returns the 20 clients.
+    static func timesOutWhileOthersAreServed(_ m: SlowMount, _ d: DaemonHarness, _ cmd: String, _ hung: String) throws -> Pollers {
+        m.closeGate()
+        let asker = try LineClient(path: d.socket)
+        #expect(asker.send(#"{"id":9,"cmd":"\#(cmd)","path":"\#(hung)"}"#))
+        #expect(asker.readLine(timeoutMillis: 300) == nil, "the \(cmd) waits for the disk")
+        // One client first, with a bound: a control thread stuck in stat() fails here
+        // (LineClient's 10 s), not after 20 clients' worth of timeouts.
+        try #require(d.request("status")?["ok"] == .bool(true), "status was not answered while the \(cmd)'s lookup hung")
+        let pollers = try Pollers(d)
+        for round in 0..<3 { pollers.poll(round) }
+        let reply = try JSON.parse(try #require(asker.readLine(timeoutMillis: 30_000), "the \(cmd) was never answered"))
+        #expect(reply["id"]?.numberValue == 9 && reply["error"]?["code"]?.stringValue == "timed_out", "\(reply)")
+        return pollers
+    }
+
+    /// Opens the gate: the stuck lookup returns; until its thread is done the path stays
+    /// `timed_out`, then the same `cmd` of `hung` goes through.
+    static func goesThroughOnceTheDiskAnswers(_ m: SlowMount, _ d: DaemonHarness, _ cmd: String, _ hung: String) {
+        m.openGate()
+        var reply: JSON?
+        #expect(d.waitFor(seconds: 30) {
+            reply = d.request(cmd, ("path", .string(hung)))
+            return reply?["ok"] == .bool(true)
+        }, "the \(cmd) never went through after the disk answered: \(reply?.text ?? "")")
+    }
+
+    /// A daemon playing to null beside a mount holding `a.flac` and `hung.flac`, whose
+    /// lookup hangs once the gate is closed. `a.flac` is the one SlowMount looks up to
+    /// see the mount: the kernel has not looked up (nor cached) `hung.flac` before.
+    static func daemonBesideAHungLookup(name: String = #function) throws -> (SlowMount, DaemonHarness) {
+        let m = try SlowMount(name: name) { src in
+            for n in ["a.flac", "hung.flac"] {
+                try FileManager.default.copyItem(atPath: Fixtures.named("flac-44100-2.flac").path, toPath: src + "/" + n)
+            }
+        }
+        do {
+            let d = try DaemonHarness(output: "null")
+            try d.start()
+            return (m, d)
+        } catch {
+            m.stop()
+            throw error
+        }
     }
 
     /// A daemon whose queue holds a good file, then `t.flac` on a mount whose reads

@@ -22,6 +22,10 @@ extension Player {
     struct Announcements {
         var current: (id: UInt64, request: AnnounceRequest, resumeAfter: Bool)?
         var waiting: [AnnounceRequest] = []
+        /// Requests from callers that cannot be answered later (a schedule, an MPD
+        /// message, a TTS clip) whose clips are being checked off this thread, with what
+        /// to do if they are refused (``announceWhenAdmitted(_:refused:)``).
+        var admitting: [(request: AnnounceRequest, refused: (PlayerError) -> Void)] = []
     }
 
     /// Announcements waiting behind the current one, at most (a request beyond is refused).
@@ -44,9 +48,7 @@ extension Player {
             throw PlayerError(.invalidArgument, "gain \(r.gainDB) dB is outside −30…12")
         }
         guard !r.source.isEmpty else { throw PlayerError(.badRequest, "the announcement needs a file or URL") }
-        var checked = r
-        checked.source = try admitClip(r.source)
-        checked.chime = try r.chime.map(admitClip)
+        let checked = try admitClips(r)
         if announcements.current == nil {
             try start(checked)
             return 0
@@ -65,12 +67,61 @@ extension Player {
         }
     }
 
-    /// A clip's path admitted as `play` admits one; a local file is opened once now so
-    /// a missing or damaged clip is refused to the client, before anything is ducked.
-    private func admitClip(_ given: String) throws -> String {
-        let path = try admit(given)
-        if !NetworkInput.isStreamURL(path) { _ = try AudioDecoder(path: path) }
-        return path
+    /// As ``announce(_:)`` for a caller that cannot be answered later (a schedule's
+    /// announcement, an MPD message already answered, a TTS clip behind another
+    /// announcement): while its clips are checked off this thread it waits here, and
+    /// goes on, or is `refused`, when they have been.
+    func announceWhenAdmitted(_ r: AnnounceRequest, refused: @escaping (PlayerError) -> Void) {
+        do {
+            _ = try announce(r)
+        } catch let e as PlayerError where e.code == .workPending {
+            announcements.admitting.append((r, refused))
+        } catch {
+            refused(PlayerError(any: error))
+        }
+    }
+
+    /// Runs the ``announceWhenAdmitted(_:refused:)`` requests again: those whose clips
+    /// have been checked go on. From ``flush()``, while the reads of the turn are kept.
+    func retryAdmittingAnnouncements() {
+        guard !announcements.admitting.isEmpty else { return }
+        let admitting = announcements.admitting
+        announcements.admitting = []
+        for a in admitting { announceWhenAdmitted(a.request, refused: a.refused) }
+    }
+
+    /// The request with its clips admitted as `play` admits one (roots, allowed hosts),
+    /// each local one opened once so a missing or damaged clip is refused before anything
+    /// is ducked. Off this thread (issue 38): a clip's realpath, stat and FFmpeg open
+    /// on a hung mount never return, and on the control thread they stopped every
+    /// client. Throws `workPending` until the check is back (``readOffThread``).
+    private func admitClips(_ r: AnnounceRequest) throws -> AnnounceRequest {
+        let given = [r.source] + (r.chime.map { [$0] } ?? [])
+        let admission = self.admission
+        let check: @Sendable () -> ClipCheck = {
+            ClipCheck(result: Result {
+                try given.map { clip in
+                    let path = try admission.admit(clip)
+                    if !NetworkInput.isStreamURL(path) { _ = try AudioDecoder(path: path) }
+                    return path
+                }
+            })
+        }
+        // URLs only: nothing on a disk to wait for.
+        let done = given.allSatisfy(NetworkInput.hasScheme)
+            ? check() : try readOffThread("announce\0" + given.joined(separator: "\0"), what: "announcement \(r.source)", check)
+        let paths = try done.result.get()
+        var checked = r
+        checked.source = paths[0]
+        checked.chime = paths.count > 1 ? paths[1] : nil
+        return checked
+    }
+
+    /// What the check of an announcement's clips found. @unchecked Sendable: made on the
+    /// reading thread and only read afterwards, on the control thread; its errors are
+    /// StreamError and PlayerError values.
+    struct ClipCheck: @unchecked Sendable {
+        let result: Result<[String], any Error>
     }
 
     /// `keepPaused`: the music was paused for the announcement before this one (both

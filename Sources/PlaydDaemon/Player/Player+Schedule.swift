@@ -290,13 +290,11 @@ extension Player {
             r.pause = a.pause
             r.duckDB = a.duckDB
             r.gainDB = a.gainDB
-            do {
-                _ = try announce(r)
-                logger.info("schedule: announcement", metadata: ["announcement": "\(a.name.isEmpty ? a.source : a.name)"])
-            } catch {
-                let e = PlayerError(any: error)
-                logger.error("schedule: announcement refused", metadata: ["announcement": "\(a.source)", "error": "\(e.message)"])
-                emit(.announcementEnded(source: a.source, cancelled: false, error: e))
+            logger.info("schedule: announcement", metadata: ["announcement": "\(a.name.isEmpty ? a.source : a.name)"])
+            // Its clips are checked off the control thread: it plays when they are.
+            announceWhenAdmitted(r) { [weak self] e in
+                self?.logger.error("schedule: announcement refused", metadata: ["announcement": "\(a.source)", "error": "\(e.message)"])
+                self?.emit(.announcementEnded(source: a.source, cancelled: false, error: e))
             }
         }
     }

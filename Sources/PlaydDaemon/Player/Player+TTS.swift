@@ -143,7 +143,7 @@ extension Player {
             // resumes when the clip ends (keepPaused: as after an announcement that paused it).
             try start(r, keepPaused: resumeAfter)
         } else {
-            try announce(r)
+            announceWhenAdmitted(r) { [weak self] e in self?.refuseAnnouncement(clip, e) }
         }
     }
 }

@@ -358,6 +358,7 @@ public final class Player: @unchecked Sendable {
         ControlThread.check()
         retryOpens()
         retryNextOpen()
+        retryAdmittingAnnouncements()
         collectedSources.removeAll()
         openedFiles.removeAll()
         diskReads.done.removeAll()

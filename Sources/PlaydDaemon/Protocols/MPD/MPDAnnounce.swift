@@ -10,7 +10,8 @@ extension MPDCommands {
     static func announceMessage(_ player: Player, _ text: String) {
         do throws(PlayerError) {
             switch try parseAnnounceMessage(text) {
-            case .some(let r): try player.perform(.announce(r))
+            // Its clips are checked off the control thread: it goes on when they are.
+            case .some(let r): player.announceWhenAdmitted(r) { player.refuseAnnouncement(text, $0) }
             case .none: try player.perform(.cancelAnnouncement)
             }
         } catch {
