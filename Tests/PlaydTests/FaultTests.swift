@@ -475,6 +475,38 @@ struct SlowDiskTests {
         #expect(started?["source"]?.stringValue == hung, "announcement_started: \(started?.text ?? "none")")
     }
 
+    /// MPD's `load` of a playlist file whose lookup hangs reads it off the control
+    /// thread, on the walker (issue 38): 20 clients are answered meanwhile, the `load`
+    /// waits (as a folder `add` does: a walk has no time limit), and once the disk
+    /// answers it queues the playlist's song and is answered. On the old code its stat
+    /// ran on the control thread: nobody was answered until the disk was.
+    @Test func anMPDLoadOnAHungDiskLeavesEveryoneElseServed() throws {
+        let m = try SlowMount { src in
+            try FileManager.default.copyItem(atPath: Fixtures.named("flac-44100-2.flac").path, toPath: src + "/a.flac")
+            try "a.flac\n".write(toFile: src + "/hung.m3u", atomically: true, encoding: .utf8)
+        }
+        defer { m.stop() }
+        let d = try DaemonHarness(output: "null")
+        try d.start()
+        defer { d.kill9() }  // before the mount goes
+        // Run first: a playd stuck in the lookup (the old code) dies only once it returns.
+        defer { m.openGate() }
+        m.closeGate()
+        let loader = try LineClient(path: d.dir + "/mpd.sock")
+        #expect(loader.readLine(timeoutMillis: 10_000)?.hasPrefix("OK MPD") == true)
+        #expect(loader.send("load \"\(m.mnt)/hung.m3u\""))
+        #expect(loader.readLine(timeoutMillis: 300) == nil, "the load waits for the disk")
+        // One client first, with a bound: a control thread stuck in stat() fails here.
+        try #require(d.request("status")?["ok"] == .bool(true), "status was not answered while the load's lookup hung")
+        let pollers = try Pollers(d)
+        for round in 0..<3 { pollers.poll(round) }
+        #expect(loader.readLine(timeoutMillis: 0) == nil, "the load still waits")
+        m.openGate()
+        #expect(loader.readLine(timeoutMillis: 30_000) == "OK", "the load was answered once the disk answered")
+        let files = d.request("queue")?["queue"]?.arrayValue?.compactMap { $0["file"]?.stringValue }
+        #expect(files == [m.mnt + "/a.flac"], "\(files ?? [])")
+    }
+
     /// Closes the gate and sends the JSON `cmd` (id 9) of `hung`: it must wait while one
     /// client and then 20 (3 rounds) are answered, then be answered `timed_out` once its
     /// read made no progress for 5 s. Returns the 20 clients.

@@ -98,14 +98,14 @@ extension Player {
     private func admitClips(_ r: AnnounceRequest) throws -> AnnounceRequest {
         let given = [r.source] + (r.chime.map { [$0] } ?? [])
         let admission = self.admission
-        let check: @Sendable () -> ClipCheck = {
-            ClipCheck(result: Result {
+        let check: @Sendable () -> ReadOutcome<[String]> = {
+            ReadOutcome {
                 try given.map { clip in
                     let path = try admission.admit(clip)
                     if !NetworkInput.isStreamURL(path) { _ = try AudioDecoder(path: path) }
                     return path
                 }
-            })
+            }
         }
         // URLs only: nothing on a disk to wait for.
         let done = given.allSatisfy(NetworkInput.hasScheme)
@@ -115,13 +115,6 @@ extension Player {
         checked.source = paths[0]
         checked.chime = paths.count > 1 ? paths[1] : nil
         return checked
-    }
-
-    /// What the check of an announcement's clips found. @unchecked Sendable: made on the
-    /// reading thread and only read afterwards, on the control thread; its errors are
-    /// StreamError and PlayerError values.
-    struct ClipCheck: @unchecked Sendable {
-        let result: Result<[String], any Error>
     }
 
     /// `keepPaused`: the music was paused for the announcement before this one (both

@@ -67,6 +67,14 @@ extension Player {
         throw PlayerError(.workPending, "listing: probing \(missing.count) files")
     }
 
+    /// What a read off this thread found. @unchecked Sendable: made on the reading
+    /// thread and only read afterwards, on the control thread; its errors are
+    /// StreamError, PlayerError and protocol failure values.
+    struct ReadOutcome<T>: @unchecked Sendable {
+        let result: Result<T, any Error>
+        init(_ read: () throws -> T) { result = Result { try read() } }
+    }
+
     /// `read`'s result for `key`, read off this thread: throws `workPending` until it is
     /// back (the request's next run finds it), `timed_out` once it has been stuck for
     /// ``diskReadGraceSeconds``. Control thread.

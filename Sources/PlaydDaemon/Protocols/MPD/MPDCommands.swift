@@ -54,10 +54,16 @@ enum MPDCommands {
             if p.storedPlaylists.exists(a[0]) {
                 try p.perform(.loadPlaylist(a[0], range: r, place: .end)); return []
             }
-            let source = try admittedPath(p, a[0])
-            var st = stat()
-            guard NetworkInput.hasScheme(source) || PathBytes.stat(source, &st) == 0 else { throw Failure(.noExist, "No such playlist") }
-            try p.perform(.add(sources: [source], place: .end)); return []
+            // The add looks the file up off the control thread (issue 38: a realpath or
+            // stat on a hung mount never returns) and checks it against the roots before
+            // anything looks at it: outside them the answer is the same whether or not it
+            // exists (it told which files exist in, say, /root: issue 39); inside them a
+            // missing file is MPD's "No such playlist".
+            do {
+                try p.perform(.add(sources: [path(p, a[0])], place: .end)); return []
+            } catch where PlayerError(any: error).code == .stream(.fileNotFound) {
+                throw Failure(.noExist, "No such playlist")
+            }
         },
         Row("listplaylists", .read, 0...0) { p, _ in
             p.storedPlaylists.list().flatMap { ["playlist: \($0.name)", "Last-Modified: \(isoTime($0.modified))"] }
@@ -296,16 +302,6 @@ enum MPDCommands {
         // Any other URL (a radio, Home Assistant's TTS) is a URL, not a file under the root.
         if NetworkInput.hasScheme(uri) { return uri }
         return (root(p) ?? "") + "/" + uri
-    }
-
-    /// The file a URI names, checked against the roots before anything looks at it:
-    /// outside them the answer is the same whether or not it exists (`readpicture`,
-    /// `albumart` and `load` answered `[4@0]` for a file that exists and `[50@0]` for one
-    /// that does not, telling which files exist in, say, /root: issue 39). Inside them
-    /// a missing file is the caller's to report.
-    static func admittedPath(_ p: Player, _ uri: String) throws -> String {
-        let file = path(p, uri)
-        do { return try p.admit(file) } catch let e as StreamError where e.code == .fileNotFound { return file }
     }
 
     static func uri(_ p: Player, _ path: String) -> String {

@@ -229,48 +229,24 @@ extension MPDCommands {
         p.storedPlaylists.list().flatMap { ["playlist: \($0.name)", "Last-Modified: \(isoTime($0.modified))"] }
     }
 
-    /// `lsinfo`: the folders and audio files in a music-root folder (from the library
-    /// index, with tags, when there is one).
+    /// `lsinfo`: the folders and songs in a music-root folder, from the library index
+    /// (a music root always has one: `library.music_roots` makes it), so nothing here
+    /// reads the disk on the control thread. No roots: nothing to list.
     static func lsinfo(_ p: Player, _ target: String) throws -> [String] {
-        if let library = p.library {
-            do {
-                // A song's URI lists that song (as MPD).
-                if !target.isEmpty, let song = try library.find([(field: "file", value: path(p, target), prefix: false)]).first {
-                    return librarySong(p, song)
-                }
-                let (dirs, songs) = try library.ls(target.isEmpty ? nil : path(p, target))
-                // MPD's order (Directory::Walk): the songs, then the subfolders, then
-                // (at the top) the stored playlists.
-                return songs.flatMap { librarySong(p, $0) } + dirs.map { "directory: \(uri(p, $0))" }
-                    + (target.isEmpty || target == "/" ? storedPlaylistLines(p) : [])
-            } catch {
-                throw Failure(.noExist, "No such directory")
+        guard let library = p.library else { return [] }
+        do {
+            // A song's URI lists that song (as MPD).
+            if !target.isEmpty, let song = try library.find([(field: "file", value: path(p, target), prefix: false)]).first {
+                return librarySong(p, song)
             }
+            let (dirs, songs) = try library.ls(target.isEmpty ? nil : path(p, target))
+            // MPD's order (Directory::Walk): the songs, then the subfolders, then
+            // (at the top) the stored playlists.
+            return songs.flatMap { librarySong(p, $0) } + dirs.map { "directory: \(uri(p, $0))" }
+                + (target.isEmpty || target == "/" ? storedPlaylistLines(p) : [])
+        } catch {
+            throw Failure(.noExist, "No such directory")
         }
-        guard let root = root(p) else { return [] }
-        let dir = target.isEmpty ? root : path(p, target)
-        // A song's URI lists that song, when it resolves inside the roots.
-        var st = stat()
-        if !target.isEmpty,
-           let real = MusicLibrary.resolveInside(dir, roots: p.config.musicRoots.compactMap(PathBytes.realPath)),
-           PathBytes.stat(real, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG,
-           QueueSources.audioExtensions.contains(String(real.split(separator: ".").last ?? "").lowercased()) {
-            try p.probeForListing([real])
-            return songLines(p, dir, p.songInfo(real))
-        }
-        guard let names = QueueSources.names(in: dir) else { throw Failure(.noExist, "No such directory") }
-        var files: [String] = [], folders: [String] = []
-        for name in names.sorted(by: QueueSources.naturalLess) {
-            let full = dir + "/" + name
-            var st = stat()
-            guard PathBytes.stat(full, &st) == 0 else { continue }
-            if (st.st_mode & S_IFMT) == S_IFDIR {
-                folders.append("directory: \(uri(p, full))")
-            } else if QueueSources.audioExtensions.contains(String(name.split(separator: ".").last ?? "").lowercased()) {
-                files.append("file: \(uri(p, full))")
-            }
-        }
-        return files + folders + (target.isEmpty || target == "/" ? storedPlaylistLines(p) : [])
     }
 
     /// Whole milliseconds as MPD prints a time: `59.999`.
