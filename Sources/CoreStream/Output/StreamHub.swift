@@ -106,6 +106,9 @@ public final class StreamHub: @unchecked Sendable {
 
     var tags: StreamTags { shown.withLock { $0.tags } }
 
+    /// The formats whose encoder runs now (one has a listener). Tests.
+    var runningEncoders: Set<Format> { state.withLock { Set($0.encoders.keys) } }
+
     public enum AttachError: Error, Equatable { case notEnabled, full, encoder(String) }
 
     /// A new listener of `format`, its first bytes queued (header and backlog).
