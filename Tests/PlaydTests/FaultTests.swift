@@ -451,9 +451,10 @@ struct SlowDiskTests {
 
     /// An announcement whose clip is on a disk that hangs (its lookup never returns
     /// until the test lets it) is checked off the control thread (issue 38): 20 clients
-    /// on both protocols are answered meanwhile, the `announce` is answered `timed_out`
-    /// once the check made no progress for 5 s, and once the disk answers the same
-    /// announcement plays over the music. On the old code the clip was looked up and
+    /// on both protocols are answered meanwhile, MPD messages asking for it wait too
+    /// (16 at most: the 17th is refused `too_large`), the `announce` is answered
+    /// `timed_out` once the check made no progress for 5 s, and once the disk answers
+    /// the same announcement plays over the music. On the old code the clip was looked up and
     /// opened on the control thread: nobody was answered until the disk was.
     @Test func anAnnouncementOnAHungDiskLeavesEveryoneElseServed() throws {
         let (m, d) = try Self.daemonBesideAHungLookup()
@@ -465,7 +466,20 @@ struct SlowDiskTests {
         #expect(events.request(.obj(("id", .int(1)), ("cmd", .string("subscribe"))))?["ok"] == .bool(true))
         #expect(d.request("play", ("path", .string(Fixtures.named("flac-44100-2.flac").path)))?["ok"] == .bool(true))
         let hung = m.mnt + "/hung.flac"
-        _ = try Self.timesOutWhileOthersAreServed(m, d, "announce", hung)
+        _ = try Self.timesOutWhileOthersAreServed(m, d, "announce", hung) {
+            // Meanwhile an MPD client sends the same clip 17 times (each `sendmessage`
+            // is answered at once): 16 wait for the check, the 17th is refused.
+            let mpd = try LineClient(path: d.dir + "/mpd.sock")
+            #expect(mpd.readLine(timeoutMillis: 10_000)?.hasPrefix("OK MPD") == true)
+            for k in 0..<17 {
+                #expect(mpd.send("sendmessage announce \"\(hung)\"") && mpd.readLine(timeoutMillis: 10_000) == "OK", "message \(k)")
+            }
+            var refused: JSON?
+            while refused == nil, let line = events.readLine(timeoutMillis: 10_000) {
+                if let e = try? JSON.parse(line), e["event"]?.stringValue == "announcement_ended" { refused = e }
+            }
+            #expect(refused?["error"]?["code"]?.stringValue == "too_large", "the 17th: \(refused?.text ?? "no event")")
+        }
         Self.goesThroughOnceTheDiskAnswers(m, d, "announce", hung)
         var started: JSON?
         let until = Date().addingTimeInterval(30)
@@ -508,9 +522,10 @@ struct SlowDiskTests {
     }
 
     /// Closes the gate and sends the JSON `cmd` (id 9) of `hung`: it must wait while one
-    /// client and then 20 (3 rounds) are answered, then be answered `timed_out` once its
-    /// read made no progress for 5 s. Returns the 20 clients.
-    static func timesOutWhileOthersAreServed(_ m: SlowMount, _ d: DaemonHarness, _ cmd: String, _ hung: String) throws -> Pollers {
+    /// client, `meanwhile` and then 20 clients (3 rounds) are answered, then be answered
+    /// `timed_out` once its read made no progress for 5 s. Returns the 20 clients.
+    static func timesOutWhileOthersAreServed(_ m: SlowMount, _ d: DaemonHarness, _ cmd: String, _ hung: String,
+                                             meanwhile: () throws -> Void = {}) throws -> Pollers {
         m.closeGate()
         let asker = try LineClient(path: d.socket)
         #expect(asker.send(#"{"id":9,"cmd":"\#(cmd)","path":"\#(hung)"}"#))
@@ -518,6 +533,7 @@ struct SlowDiskTests {
         // One client first, with a bound: a control thread stuck in stat() fails here
         // (LineClient's 10 s), not after 20 clients' worth of timeouts.
         try #require(d.request("status")?["ok"] == .bool(true), "status was not answered while the \(cmd)'s lookup hung")
+        try meanwhile()
         let pollers = try Pollers(d)
         for round in 0..<3 { pollers.poll(round) }
         let reply = try JSON.parse(try #require(asker.readLine(timeoutMillis: 30_000), "the \(cmd) was never answered"))

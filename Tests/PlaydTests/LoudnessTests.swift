@@ -133,7 +133,7 @@ struct LoudnessTests {
         var paths: [String] = []
         for (k, db) in [-6, -18, -12].enumerated() {
             let p = dir + "/disc/\(k + 1).flac"
-            try Shell.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=c=pink:r=44100:d=5:a=0.5,volume=\(db)dB", "-ac", "2", "-c:a", "flac", p])
+            try Shell.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=c=pink:r=44100:d=5:a=0.5:seed=2,volume=\(db)dB", "-ac", "2", "-c:a", "flac", p])
             paths.append(p)
         }
         try "not audio".write(toFile: dir + "/disc/notes.txt", atomically: true, encoding: .utf8)
@@ -164,7 +164,7 @@ struct LoudnessTests {
         try FileManager.default.createDirectory(atPath: dir + "/Album", withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         for (name, db) in [("01 Intro", -6), ("02 Outro", -18)] {
-            try Shell.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=c=pink:r=44100:d=4:a=0.5,volume=\(db)dB", "-ac", "2", "-c:a", "flac", "\(dir)/Album/\(name).flac"])
+            try Shell.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=c=pink:r=44100:d=4:a=0.5:seed=3,volume=\(db)dB", "-ac", "2", "-c:a", "flac", "\(dir)/Album/\(name).flac"])
         }
         var env = ProcessInfo.processInfo.environment
         env["PATH"] = DaemonHarness.binDir + ":" + (env["PATH"] ?? "/usr/bin:/bin")

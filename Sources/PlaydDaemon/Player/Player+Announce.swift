@@ -75,6 +75,12 @@ extension Player {
         do {
             _ = try announce(r)
         } catch let e as PlayerError where e.code == .workPending {
+            // Capped as the waiting list is: an MPD client sending one message after
+            // another while a mount hangs (each waits up to the 5 s guard).
+            guard announcements.admitting.count < Self.maxWaitingAnnouncements else {
+                refused(PlayerError(.tooLarge, "\(Self.maxWaitingAnnouncements) announcements are being checked already"))
+                return
+            }
             announcements.admitting.append((r, refused))
         } catch {
             refused(PlayerError(any: error))
