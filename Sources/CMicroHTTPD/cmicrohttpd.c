@@ -39,7 +39,10 @@ struct MHD_Daemon *playd_http_start(const struct sockaddr *addr, socklen_t addr_
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory_limit,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
-                            MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1,
+                            /* No MHD_OPTION_LISTENING_ADDRESS_REUSE: its 1 is SO_REUSEPORT,
+                             * with which a second daemon of the same user bound the same
+                             * port and the kernel split the clients between the two. The
+                             * default (SO_REUSEADDR) still lets a restart bind at once. */
                             MHD_OPTION_END);
 }
 

@@ -6,7 +6,9 @@ import CoreStreamTestSupport
 /// The next track edited over MPD in the last 2 s of a track, at 15 points, on a paced
 /// output (issue 38): each edit an MPD client makes to what follows (the next entry
 /// deleted, replaced, an entry inserted before it, `single 1`, `repeat 1` at the
-/// queue's end, the last entry deleted) acts on the track it names. The engine-level
+/// queue's end, the last entry deleted; and over JSON a loop region set, a turn to
+/// reverse) acts on the track it names; a cross-fade turned on or off (its own test,
+/// below) acts on the join it names. The engine-level
 /// sweep (CoreStreamTests' NextEditTests) checks the engine's replace, clear and a next
 /// set first late; this one the daemon's queue, both protocols' "next" fields and its
 /// events.
@@ -52,7 +54,16 @@ struct NextEditSweepTests {
         case repeatAtTheEnd
         /// A C; `deleteid C`: A, then stop.
         case deleteLast
+        /// A B C; a loop region over A's last 2.1 s with one wrap (JSON `loop`): A to its
+        /// end, the region once more, then B and C. Too late (B's first frames in the
+        /// device): the region was A's and A has ended; B and C play as they were.
+        case loopSet
+        /// A B C; `direction reverse` (JSON): A back from the frame heard to its start,
+        /// then B and C, each from its end. Too late: the turn is in B.
+        case reverse
     }
+    /// The loop region's start for `loopSet`: 0.1 s, before every point's start frame.
+    static let loopStart = 4_410
 
     static func tracks(_ dir: String) throws -> [String: String] {
         var out: [String: String] = [:]
@@ -114,13 +125,17 @@ struct NextEditSweepTests {
         let json = try LineClient(path: h.socket)
         let events = try LineClient(path: h.socket)
         #expect(events.request(.obj(("id", .int(1)), ("cmd", .string("subscribe"))))?["ok"] == .bool(true))
-        var expectedRuns: [[(Float, Int)]] = []
+        // Per point, the runs the capture may show (alternatives: the model's, or too
+        // late); each run a level and a range of lengths.
+        var expectedRuns: [[[(Float, ClosedRange<Int>)]]] = []
         var outcomes: [String] = []
         var requestID: Int64 = 1
         for ms in Self.points {
             // The queue afresh, and what the model says follows A after the edit.
             #expect(mpd.ask("clear") != nil && mpd.ask("single 0") != nil && mpd.ask("repeat 0") != nil
                     && mpd.ask("consume \(edit == .repeatAtTheEnd ? 1 : 0)") != nil)
+            requestID += 1
+            #expect(json.request(.obj(("id", .int(requestID)), ("cmd", .string("direction")), ("direction", .string("forward"))))?["ok"] == .bool(true))
             var ids: [String: Int] = [:]
             let order: [String] = switch edit {
             case .repeatAtTheEnd: ["C", "A"]
@@ -135,6 +150,7 @@ struct NextEditSweepTests {
             case .insertBefore: ["D", "C"]
             case .single, .deleteLast: []
             case .repeatAtTheEnd: ["C"]
+            case .loopSet, .reverse: ["B", "C"]
             }
             // Too late to take back (the device holds the old next's first frames): the
             // old next is heard whole, then what follows it in the edited queue, or the
@@ -146,6 +162,7 @@ struct NextEditSweepTests {
             case .single: [["B"]]
             case .deleteLast: [["C"]]
             case .repeatAtTheEnd: []
+            case .loopSet, .reverse: [["B", "C"]]
             }
             // A from 100 ms before the point, on a 10 ms grid (441 frames: exact seconds).
             let startMS = (Self.lengthA * 1000 / Self.rate - ms - 100) / 10 * 10
@@ -182,6 +199,18 @@ struct NextEditSweepTests {
                 #expect(mpd.ask("repeat 1") != nil); expectedNext = ids["C"]
             case .deleteLast:
                 #expect(mpd.ask("deleteid \(ids["C"]!)") != nil); expectedNext = nil
+            case .loopSet:
+                requestID += 1
+                let r = json.request(.obj(("id", .int(requestID)), ("cmd", .string("loop")), ("start", .obj(("frames", .int(Int64(Self.loopStart))))),
+                                          ("end", .obj(("frames", .int(Int64(Self.lengthA))))), ("count", .int(1))))
+                // Refused only once B is the track heard (the region is past its end).
+                #expect(r?["ok"] == .bool(true) || (ms <= Self.takenBackAbove && r?["error"]?["code"]?.stringValue == "invalid_argument"),
+                        "\(ms) ms: \(String(describing: r))")
+                expectedNext = ids["B"]
+            case .reverse:
+                requestID += 1
+                #expect(json.request(.obj(("id", .int(requestID)), ("cmd", .string("direction")), ("direction", .string("reverse"))))?["ok"] == .bool(true))
+                expectedNext = ids["B"]
             }
             let mpdStatus = mpd.ask("status")
             requestID += 1
@@ -202,9 +231,11 @@ struct NextEditSweepTests {
             var stopped = false
             var atQueueEnd = false
             var stops = 0
+            var wrappedInA = false
             while !stopped, let line = events.readLine(timeoutMillis: 20_000), let e = try? JSON.parse(line) {
                 switch e["event"]?.stringValue {
                 case "track": heard.append(name[e["file"]?.stringValue ?? ""] ?? "?")
+                case "loop_wrapped": wrappedInA = wrappedInA || heard.count == 1
                 case "queue": atQueueEnd = e["current"]?.isNull == true
                 case "state" where e["state"]?.stringValue == "stopped" && !heard.isEmpty:
                     stops += 1
@@ -220,12 +251,30 @@ struct NextEditSweepTests {
                 // Gapless: no stop before the last (the wav output writes nothing while
                 // stopped, so the capture alone would not show one).
                 #expect(stops == 1, "\(edit) at \(ms) ms: \(stops) stops")
+                if edit == .loopSet { #expect(wrappedInA, "\(edit) at \(ms) ms: no wrap heard in A") }
             } else {
                 #expect(after == model || late.contains(after), "\(edit) at \(ms) ms: after A, \(after); the model: \(model), or \(late)")
             }
             outcomes.append("\(ms): \(after.joined())")
-            expectedRuns.append([(Self.levels["A"]!, Self.lengthA - startFrame)]
-                                + after.map { (Self.levels[$0] ?? -1, Self.lengths[$0] ?? -1) })
+            let whole = after.map { (Self.levels[$0] ?? -1, (Self.lengths[$0] ?? -1)...(Self.lengths[$0] ?? -1)) }
+            let levelA = Self.levels["A"]!, tailA = Self.lengthA - startFrame
+            switch edit {
+            case .loopSet:
+                // The region's pass follows A's end when its wrap was heard in A.
+                let a = tailA + (wrappedInA ? Self.lengthA - Self.loopStart : 0)
+                expectedRuns.append([[(levelA, a...a)] + whole])
+            case .reverse:
+                // Turned in A at a frame p at or after the point's: A from its start frame
+                // to p, then back from p − 1 to 0. Too late: A's tail, then B turned at a
+                // frame of its own, then C from its end.
+                var alternatives = [[(levelA, (2 * Int(at) - startFrame - 1)...(tailA + Self.lengthA))] + whole]
+                if ms <= Self.takenBackAbove, whole.count == 2 {
+                    alternatives.append([(levelA, tailA...tailA), (whole[0].0, 1...Self.lengths["B"]!), whole[1]])
+                }
+                expectedRuns.append(alternatives)
+            default:
+                expectedRuns.append([[(levelA, tailA...tailA)] + whole])
+            }
         }
         _ = h.terminate()
         // The capture: exactly what the events announced, A's tail and each track whole.
@@ -236,9 +285,118 @@ struct NextEditSweepTests {
             if r.0 == Self.levels["A"]! || points.isEmpty { points.append([r]) } else { points[points.count - 1].append(r) }
         }
         #expect(points.count == Self.points.count, "\(edit): \(points.count) points heard of \(Self.points.count); outcomes \(outcomes)")
-        for (k, (got, want)) in zip(points, expectedRuns).enumerated() {
-            #expect(got.map(\.0) == want.map(\.0) && got.map(\.1) == want.map(\.1),
-                    "\(edit) at \(Self.points[k]) ms: heard \(got), the events announced \(want)")
+        for (k, (got, wanted)) in zip(points, expectedRuns).enumerated() {
+            let matches = wanted.contains { want in
+                got.count == want.count && zip(got, want).allSatisfy { $0.0 == $1.0 && $1.1.contains($0.1) }
+            }
+            #expect(matches, "\(edit) at \(Self.points[k]) ms: heard \(got), the events announced \(wanted)")
         }
+    }
+
+    /// `crossfade 1` (on) or `crossfade 0` (off) over MPD at the same 15 points before
+    /// the end of A, with B queued after it. Cross-fades need tracks of 20 s or more, so
+    /// A and B are 21 s here (in two folders: one folder's files in name order would be
+    /// an album, joined gaplessly); A plays from 3 s before its end, and each point stops
+    /// once 1.3 s of B was heard.
+    ///
+    /// The join is either faded over 1 s or gapless, never cut: A from its start frame
+    /// to the overlap's start or its end, the overlap whole (1 s of neither level) or
+    /// none, then B once, from its start. Once the overlap's start has been heard
+    /// (less than 1 s before A's end) it can no longer begin: `on` joins gaplessly; an
+    /// overlap under way finishes (`off` fades). Before, a change queued B again: an
+    /// overlap under way was cut where the reader was and B began again from its start.
+    @Test(arguments: [true, false])
+    func aCrossfadeChangeInTheLastTwoSecondsActsOnTheJoinItNames(_ on: Bool) throws {
+        let h = try DaemonHarness(name: "sweep-crossfade-\(on ? "on" : "off")")
+        let length = 21 * Self.rate
+        var paths: [String] = []
+        for (folder, level) in [("a", 0.5), ("b", 0.25)] {
+            try FileManager.default.createDirectory(atPath: "\(h.dir)/\(folder)", withIntermediateDirectories: true)
+            let path = "\(h.dir)/\(folder)/long.flac"
+            try Shell.ffmpeg(["-f", "lavfi", "-i", "aevalsrc=\(level)|\(level):s=\(Self.rate):d=21", "-c:a", "flac", path])
+            paths.append(path)
+        }
+        try h.start()
+        let mpd = try MPD(h.dir + "/mpd.sock")
+        let json = try LineClient(path: h.socket)
+        var requestID: Int64 = 1
+        func status() -> JSON? {
+            requestID += 1
+            return json.request(.obj(("id", .int(requestID)), ("cmd", .string("status"))))
+        }
+        var starts: [Int] = []
+        for ms in Self.points {
+            #expect(mpd.ask("clear") != nil && mpd.ask("crossfade \(on ? 0 : 1)") != nil)
+            _ = try mpd.addid(paths[0])
+            let idB = try mpd.addid(paths[1])
+            // A from 3 s before its end at every point: the overlap (from 1 s before it)
+            // is planned when B is queued, before the reader gets there (it runs 0.74 s
+            // plus the device's 0.2 s ahead of what is heard).
+            let startMS = length * 1000 / Self.rate - 3_000
+            starts.append(startMS * Self.rate / 1000)
+            #expect(mpd.ask("seek 0 \(Double(startMS) / 1000)") != nil)
+            let at = Int64(length - ms * Self.rate / 1000)
+            var position: Int64 = 0
+            while position < at {
+                guard let s = status(), s["state"]?.stringValue == "playing", let p = s["position_frames"]?.numberValue else {
+                    Issue.record("\(ms) ms: not playing before the point"); break
+                }
+                position = Int64(p)
+                if position < at { usleep(1_000) }
+            }
+            #expect(mpd.ask("crossfade \(on ? 1 : 0)") != nil)
+            // B heard for 1.3 s (past any overlap), then stop.
+            var inB = false
+            while !inB {
+                guard let s = status(), s["state"]?.stringValue == "playing" else {
+                    Issue.record("\(ms) ms: stopped before B was heard"); break
+                }
+                inB = s["queue"]?["current_id"]?.numberValue == Double(idB) && (s["position_frames"]?.numberValue ?? 0) >= 1.3 * Double(Self.rate)
+                if !inB { usleep(5_000) }
+            }
+            #expect(mpd.ask("stop") != nil)
+        }
+        _ = h.terminate()
+        // The capture as segments: A's level, B's, or neither (ramps and the overlap).
+        enum Kind { case a, b, mixed }
+        var segments: [(Kind, Int)] = []
+        let samples = try Reference.decode(h.capture)
+        for k in stride(from: 0, to: samples.count, by: 2) where samples[k] != 0 {
+            let kind: Kind = samples[k] == 0.5 ? .a : samples[k] == 0.25 ? .b : .mixed
+            if let last = segments.last, last.0 == kind { segments[segments.count - 1].1 += 1 } else { segments.append((kind, 1)) }
+        }
+        // Per point: the seek's 5 ms ramp in, A, the overlap or nothing, B, the stop's
+        // 5 ms ramp out (the output writes nothing while stopped: one point's ramp out
+        // and the next one's ramp in are one segment of neither level). A and B each
+        // once per point, in turn: nothing of A after B, B not twice.
+        let runs = segments.filter { $0.0 != .mixed }.map(\.0)
+        #expect(runs == Array(repeating: [Kind.a, .b], count: Self.points.count).flatMap { $0 },
+                "\(on ? "on" : "off"): runs \(runs.count) (\(Self.points.count) points of A then B)")
+        var outcomes: [String] = []
+        var k = 0
+        for (i, seg) in segments.enumerated() where seg.0 == .a && k < Self.points.count {
+            defer { k += 1 }
+            let ms = Self.points[k], name = "\(on ? "on" : "off") at \(ms) ms"
+            let tailA = length - starts[k]
+            let faded: Bool
+            if i + 1 < segments.count, segments[i + 1].0 == .b {
+                faded = false
+                // A to its last frame (less the ramp in, 220 frames at 44.1 kHz).
+                #expect((tailA - 300...tailA).contains(seg.1), "\(name): A \(seg.1) frames of \(tailA), then B")
+            } else if i + 2 < segments.count, segments[i + 1].0 == .mixed, segments[i + 2].0 == .b {
+                faded = true
+                // The overlap's first frame is A's own (B's curve starts at 0), the
+                // other 44,099 neither level.
+                #expect((tailA - Self.rate + 1 - 300...tailA - Self.rate + 1).contains(seg.1) && segments[i + 1].1 == Self.rate - 1,
+                        "\(name): A \(seg.1) frames, then \(segments[i + 1].1) of the overlap (1 s from A's frame \(length - Self.rate))")
+            } else {
+                Issue.record("\(name): A is followed by \(segments[(i + 1)...].prefix(2).map { "\($0)" })"); continue
+            }
+            // The overlap's start heard before the change: it can no longer begin, and
+            // one under way finishes.
+            if ms < 1_000 { #expect(on ? !faded : faded, "\(name): \(faded ? "faded" : "gapless")") }
+            outcomes.append("\(ms): \(faded ? "faded" : "gapless")")
+        }
+        print("crossfade \(on ? "on" : "off"): \(outcomes)")
     }
 }

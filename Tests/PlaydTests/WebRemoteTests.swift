@@ -83,7 +83,10 @@ struct WebRemoteTests {
     }
 
     /// No open remote on a network: a non-loopback address without a password stops
-    /// the start, saying why; with one it starts.
+    /// the start, saying why; with one it starts. A second daemon (the same user's) on
+    /// that port does not start: it says the address is in use, as MPD does. Before, the
+    /// listener took the port with SO_REUSEPORT, and the two daemons shared it, each
+    /// answering some of the phone's requests.
     @Test func aNetworkAddressWithoutAPasswordIsRefused() throws {
         let port = ServerProcess.stablePorts()
         let h = try DaemonHarness(extraConfig: "[http]\nlisten = [\"0.0.0.0:\(port)\"]", output: "null")
@@ -93,6 +96,9 @@ struct WebRemoteTests {
         try ok.start()
         let page = try Shell.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(port)/"])
         #expect(String(decoding: page.stdout, as: UTF8.self) == "200")
+        let second = try DaemonHarness(extraConfig: "[http]\nlisten = [\"0.0.0.0:\(port)\"]\npassword = \"pw\"", output: "null")
+        #expect(throws: (any Error).self) { try second.start() }
+        #expect(second.log.contains("http.listen: 0.0.0.0:\(port): could not listen (Address already in use)"), "\(second.log)")
         _ = ok.terminate()
     }
 

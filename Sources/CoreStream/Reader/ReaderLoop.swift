@@ -10,6 +10,8 @@ enum ReaderCommand {
     case seek(Int64, generation: UInt64)
     case edit(ReaderEdit)
     case next(Handoff<AudioDecoder>?, generation: UInt64, overlap: ReaderOverlap?)
+    /// The queued next's overlap changed (a cross-fade setting): for a join not begun yet.
+    case nextOverlap(ReaderOverlap?, generation: UInt64)
     case stop(generation: UInt64)
     /// Let go of the decoder and of the ring until the next load (an output reopen).
     case detach(Handoff<Semaphore>)
@@ -45,7 +47,7 @@ final class ReaderMailbox: @unchecked Sendable {
         list.withLock { $0.append(command) }
         switch command {
         case .load, .seek, .stop, .detach, .quit: abandoning.store(true, ordering: .relaxed)
-        case .edit, .next, .barrier: break
+        case .edit, .next, .nextOverlap, .barrier: break
         }
         waiting.store(true, ordering: .releasing)
         EventFD.signal(wake)
@@ -295,6 +297,16 @@ final class ReaderLoop {
                     next = handoff.map { ($0.value, generation, overlap) }
                     if let n = next { adopt(n.decoder) }
                     if next != nil && finishedAtEnd { reopenEnd() }
+                case .nextOverlap(let overlap, let generation):
+                    // Only a join not begun: once the overlap's first frames are mixed
+                    // (`leadIn`) or the reader has gone on to the next track, that join
+                    // is as it was decided, and the setting is for the joins after it.
+                    // Before, a cross-fade change queued the next track again: an
+                    // overlap under way was cut and the next one started again from its
+                    // first frame, its first seconds heard twice (issue 38).
+                    if let n = next, n.generation == generation, leadIn == 0, previous == nil {
+                        next = (n.decoder, n.generation, overlap)
+                    }
                 case .edit:
                     break
                 }
@@ -378,8 +390,15 @@ final class ReaderLoop {
     /// edits, and refills.
     private func splice(_ edits: [ReaderEdit]) {
         // A loop or a turn is for the track being heard, not for the next one the reader
-        // has switched to already: back to the track heard first.
-        if previous != nil { takeBackSwitch() }
+        // has switched to already: back to the track heard first. When the device plays
+        // the next one's first frames already, the track a loop region was set in has
+        // ended: the region is not the next one's (the control side drops it when the
+        // switch is reported), while a turn acts from the frame heard, in the next track.
+        var edits = edits
+        if previous != nil && !takeBackSwitch() {
+            edits.removeAll { if case .loop = $0 { return true } else { return false } }
+            if edits.isEmpty { return }
+        }
         for case .direction(let d) in edits { self.direction = d }
         guard self.decoder != nil, var head = self.head else { return }
         dropPending()
@@ -429,15 +448,19 @@ final class ReaderLoop {
     /// Before, the replacement became the next of the track switched to: the old next
     /// played with no events, and a late clear (MPD's `single 1`) left the engine
     /// "playing" the first track for ever (issue 38).
-    private func takeBackSwitch() {
-        guard let p = previous, let switched = self.decoder else { return }
+    ///
+    /// Returns whether it was taken back (false: it is heard after all).
+    @discardableResult
+    private func takeBackSwitch() -> Bool {
+        guard let p = previous, let switched = self.decoder else { return false }
         dropPending()
         leadIn = 0
         handshake(request: shared.spliceRequest, ack: shared.spliceAck, what: "splice")
         let kept = shared.spliceRing.load(ordering: .relaxed)
         let m = shared.spliceMarker.pointee
         var head: Playhead
-        if m.generation == self.generation && kept > 0 {
+        let takenBack = !(m.generation == self.generation && kept > 0)
+        if !takenBack {
             // Too late: the device plays its first frames already. It is the track heard
             // from here on: a second replacement (MPD's `deleteid` and `addid` in one
             // command list are two) follows it instead of splicing it again, which cut
@@ -449,13 +472,22 @@ final class ReaderLoop {
                         shape: m.shape, pass: m.pass(atRing: kept - 1))
         } else {
             unheard.removeAll { $0.generation == self.generation }
+            // It follows again, from its start and without the overlap (a loop, a turn or
+            // a replacement ends an overlap where the reader is; a replacement then sets
+            // its own next). Before, it was dropped: a loop set or a turn made in the
+            // last second of a track lost the track after it (the engine stopped at the
+            // end; issue 38's sweep).
+            next = (switched, self.generation, nil)
             self.decoder = p.decoder
             self.generation = p.generation
             decoderSerial += 1
             previous = nil
             let info = p.decoder.info
             let length = info.durationIsEstimate ? nil : info.durationFrames
-            head = Playhead(position: length ?? p.decoder.position, length: length)
+            // Nothing of it kept: it had ended (at frame 0 in reverse).
+            head = self.direction == .reverse
+                ? Playhead(position: 0, direction: .reverse, length: length)
+                : Playhead(position: length ?? p.decoder.position, length: length)
             if m.generation == p.generation && kept > 0 {
                 head.resume(after: m.sourceFrame(atRing: kept - 1), direction: m.direction(atRing: kept - 1),
                             shape: m.shape, pass: m.pass(atRing: kept - 1))
@@ -468,6 +500,7 @@ final class ReaderLoop {
         finishedAtEnd = false
         spliceBase = (shared.ring.producerIndex, head, [], true)
         EventFD.signal(shared.renderWake)
+        return takenBack
     }
 
     /// A next queued after the reader reached the end of the last track in the ring with
@@ -550,21 +583,35 @@ final class ReaderLoop {
         if shared.starving.load(ordering: .relaxed) { EventFD.signal(shared.renderWake) }
     }
 
-    /// At the end of a track played forward, goes on with the queued next one in the
-    /// same ring: its first step carries a marker of its own generation, which is how
-    /// render and the control side know where it starts. Returns whether it did.
+    /// At the end of a track, goes on with the queued next one in the same ring: its
+    /// first step carries a marker of its own generation, which is how render and the
+    /// control side know where it starts. Returns whether it did.
+    ///
+    /// In reverse (at frame 0 of the track) the next one plays from its end, as a `play`
+    /// in reverse starts (mpv's `play-direction` carries over too), with no gap. Before,
+    /// only a track played forward went on: in reverse the engine stopped after each
+    /// track, and the player's start of the next one began it at frame 0, where reverse
+    /// play ends at once: B and C were announced and not heard (issue 38's sweep).
     private func switchToNext() -> Bool {
-        guard let n = next, let old = self.decoder, self.head?.direction == .forward else { return false }
+        guard let n = next, let old = self.decoder, let direction = self.head?.direction else { return false }
+        let info = n.decoder.info
+        let length = info.durationIsEstimate ? nil : info.durationFrames
+        var head = Playhead(position: Int64(leadIn), length: length)
+        if direction == .reverse {
+            // Where the audio really ends when the length is an estimate (a decode of the
+            // last seconds, as `play` does); a live stream has no end to start from.
+            guard info.isSeekable, let end = try? n.decoder.decodedEnd() else { return false }
+            head = Playhead(position: end, direction: .reverse, length: length)
+            head.reposition(to: end)
+        }
         previous = (old, self.generation, n.overlap)
         unheard.append((n.generation, n.decoder.info))
         self.decoder = n.decoder
         self.generation = n.generation
         decoderSerial += 1
         next = nil
-        let info = n.decoder.info
-        // After an overlap the track goes on from the frames already mixed in (its
-        // decoder is there: no seek), at its own level from the first.
-        let head = Playhead(position: Int64(leadIn), length: info.durationIsEstimate ? nil : info.durationFrames)
+        // After an overlap (forward only) the track goes on from the frames already mixed
+        // in (its decoder is there: no seek), at its own level from the first.
         snapNextMarker = leadIn > 0
         leadIn = 0
         self.head = head

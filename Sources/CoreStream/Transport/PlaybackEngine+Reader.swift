@@ -21,7 +21,8 @@ extension PlaybackEngine: ReaderHost {
             c.generation = generation
             c.loop = nil
             c.corruptPackets = 0
-            c.pendingPosition = 0
+            // In reverse the next track plays from its end (ReaderLoop.switchToNext).
+            c.pendingPosition = c.direction == .reverse ? info.durationFrames ?? 0 : 0
             c.replayGain = gainInfo(info, c.level)
             applyLevel(c)
             return (old.path, oldGeneration, info)

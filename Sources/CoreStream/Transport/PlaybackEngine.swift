@@ -503,6 +503,22 @@ public final class PlaybackEngine: @unchecked Sendable {
         }
     }
 
+    /// Decides the queued next track's join again (a cross-fade setting changed), with
+    /// the same decoder: the reader applies it when the join has not begun (no overlap
+    /// frame mixed yet, not gone on to the next track), and otherwise the join stays as
+    /// it was. Returns false when nothing is queued. Thread: any; `crossfadeFor` runs
+    /// under the engine's lock.
+    @discardableResult
+    public func setNextCrossfade(_ crossfadeFor: (TrackInfo, TrackInfo) -> Crossfade?) -> Bool {
+        control.withLock { c in
+            guard let n = c.next, let current = c.track, c.transport.state != .stopped, let out = c.negotiated else { return false }
+            let crossfade = crossfadeFor(current, n.info)
+            let overlap = crossfade.flatMap { x in Crossfade.overlapFrames(x, current: current, next: n.info, device: out.pcm) }
+            send(.nextOverlap(overlap.map { ReaderOverlap(frames: $0, curve: crossfade!.curve) }, generation: n.generation))
+            return true
+        }
+    }
+
     /// The track queued by ``setNext(path:)`` and not yet heard.
     public var queuedNext: TrackInfo? { control.withLock { $0.next?.info } }
 

@@ -57,13 +57,16 @@ extension Player {
     }
 
     /// Sets one of the three, tells both protocols (MPD's idle `options`, always, as
-    /// MPD), and queues the next track again so the coming join follows the setting.
+    /// MPD), and has the coming join follow the setting when it has not begun: the
+    /// engine keeps the next track it holds and decides its overlap again (a next still
+    /// opening takes the rule when it is queued). An overlap already under way finishes
+    /// as it began, as MPD's does.
     func setCrossfade(_ change: (inout CrossfadeSettings) -> Void) {
         var c = crossfade
         change(&c)
         crossfade = c
         emit(.crossfade(c))
-        if pendingNext != nil { queueNextInEngine() }
+        if pendingNext != nil { engine.setNextCrossfade(crossfadeRule()) }
         saveState()
     }
 

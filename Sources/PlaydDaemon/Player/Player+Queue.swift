@@ -254,7 +254,9 @@ extension Player {
                     waiting = true
                     throw p
                 }
-                var start: Int64 = 0
+                // nil: from the start, or from the end in reverse (the engine decides:
+                // a 0 here began a reversed track at its end of play, silently).
+                var start: Int64?
                 if let seconds = fromSeconds, i == index {
                     let info = decoder.info
                     guard seconds.isFinite, seconds >= 0,
@@ -269,7 +271,7 @@ extension Player {
                 try engine.play(decoder: decoder, from: start)
                 reportedSkips.removeAll()
                 unplayable.removeAll()
-                return start
+                return start ?? 0
             } catch let p as PlayerError where p.code == .badRequest {
                 throw p
             } catch let p as PlayerError where p.code == .workPending {
