@@ -317,7 +317,6 @@ struct Loop: ParsableCommand {
             return
         }
         guard points.count == 2 else { throw ValidationError("give START END, or off") }
-        if let c = count, c < 0 { throw ValidationError("--count must be 0 or more") }
         let a = try parseTime(points[0]), b = try parseTime(points[1])
         var fields: [(String, JSON)] = [("start", .object(a.json)), ("end", .object(b.json))]
         if let c = count { fields.append(("count", .int(Int64(c)))) }
@@ -350,7 +349,9 @@ struct Volume: ParsableCommand {
         var fields: [(String, JSON)] = []
         guard value.count <= 1 else { throw ValidationError("give one value: N, +N or -N") }
         if let v = value.first {
-            guard let n = Int(v), (-100...100).contains(n) else { throw ValidationError("give 0…100, +N or -N") }
+            // Parsed only: the range is the command spec's, checked once, in the daemon,
+            // with the error every client gets (issue 40).
+            guard let n = Int(v) else { throw ValidationError("give N, +N or -N") }
             if v.hasPrefix("+") || v.hasPrefix("-") {
                 fields = [("change", .int(Int64(n)))]
             } else {
@@ -378,7 +379,7 @@ struct CrossfadeCommand: ParsableCommand {
     func run() throws {
         var fields: [(String, JSON)] = []
         if let s = seconds {
-            guard (0...3600).contains(s) else { throw ValidationError("give 0…3600 seconds") }
+            // The range is the command spec's (checked in the daemon, issue 40).
             fields.append(("seconds", .int(Int64(s))))
         }
         if let db = mixrampDB {

@@ -173,6 +173,29 @@ struct CommandSpecTests {
         #expect(sent.subtracting(served).isEmpty, "playctl sends what the daemon does not serve: \(sent.subtracting(served).sorted())")
     }
 
+    /// A value out of range is checked once, by the command's spec in the daemon:
+    /// playctl passes it on and prints the daemon's error, with the code and the words
+    /// a JSON client gets for the same request (issue 40: playctl checked volume,
+    /// cross-fade and loop counts itself, with messages of its own).
+    @Test func playctlLeavesRangesToTheSpecs() throws {
+        let h = try DaemonHarness(output: "null")
+        try h.start()
+        let cases: [([String], String, [(String, JSON)])] = [
+            (["volume", "150"], "volume", [("set", .int(150))]),
+            (["volume", "+150"], "volume", [("change", .int(150))]),
+            (["crossfade", "4000"], "crossfade", [("seconds", .int(4000))]),
+            (["loop", "1", "2", "--count=-1"], "loop", [("start", .int(1)), ("end", .int(2)), ("count", .int(-1))]),
+        ]
+        for (args, cmd, fields) in cases {
+            let reply = try #require(h.request(cmd, fields: fields), "\(cmd): no reply")
+            let code = try #require(reply["error"]?["code"]?.stringValue, "\(cmd) \(fields): \(reply.text)")
+            let message = try #require(reply["error"]?["message"]?.stringValue)
+            let (status, _, err) = try h.playctl(args)
+            #expect(status != 0 && err.contains("\(code): \(message)"), "playctl \(args): \(status) \(err); JSON: \(code): \(message)")
+        }
+        _ = h.terminate()
+    }
+
     /// docs/protocol.md's command headings name every JSON command the daemon serves,
     /// and no other: the list is checked against the table, not kept by hand beside it.
     @Test func theProtocolDocListsEveryJSONCommand() throws {
