@@ -40,16 +40,45 @@ extension Player {
     }
 
     /// From the tick: one attempt when it is due. Control thread.
+    ///
+    /// The file to resume is opened off this thread first (issue 38): its open on this
+    /// thread, on a mount whose reads hang, stopped every client once the device was
+    /// back. Until it has opened no attempt is made; the turn in which it opens makes it
+    /// (``retryOutputRecovery()``). A stream's URL is opened by the engine, as before.
     func outputRecoveryTick() {
         guard var r = recovery, monotonicNanoseconds() >= r.nextAttempt else { return }
+        var opened: Result<AudioDecoder, StreamError>?
+        if let path = r.resume?.path, !NetworkInput.isStreamURL(path) {
+            if let done = openedFiles.removeValue(forKey: path) {
+                opened = done.map(\.value)
+            } else {
+                do {
+                    if openingFiles[path] == nil {
+                        logger.notice("output recovery: the file to resume is opening first", metadata: ["track.path": "\(path)"])
+                    }
+                    guard let sync = try startOpening(path) else { return }  // under way
+                    opened = .success(sync)
+                } catch {
+                    // Too many files opening already (hung mounts): this attempt resumes nothing.
+                    opened = .failure(StreamError(.timedOut, (error as? PlayerError)?.message ?? "\(error)"))
+                }
+            }
+        }
         r.attempts += 1
         do throws(StreamError) {
             // false: the user played something meanwhile and that reopened the device;
             // what was heard at the loss is no longer wanted.
             let reopened = try engine.recoverOutput()
             if reopened, let resume = r.resume {
-                do {
-                    try engine.play(path: resume.path, from: resume.position, paused: resume.paused)
+                do throws(StreamError) {
+                    switch opened {
+                    case .success(let decoder):
+                        try engine.play(decoder: decoder, from: resume.position, paused: resume.paused)
+                    case .failure(let error):
+                        throw error
+                    case nil:
+                        try engine.play(path: resume.path, from: resume.position, paused: resume.paused)
+                    }
                     if let l = resume.loop { try? engine.setLoop(l) }
                     queueNextInEngine()
                 } catch where error.code == .outputUnavailable || error.code == .outputFailed {
@@ -71,6 +100,13 @@ extension Player {
             logger.warning("output still unavailable", metadata: ["attempt": "\(r.attempts)", "error": "\(error.message)",
                                                                   "retry.in.s": "\(OutputRecovery.delay(afterAttempts: r.attempts) / 1_000_000_000)"])
         }
+    }
+
+    /// The attempt that waited for its file to open, in the turn the open finished (the
+    /// turn's opens are dropped at its end). From ``flush()``.
+    func retryOutputRecovery() {
+        guard let path = recovery?.resume?.path, openedFiles[path] != nil else { return }
+        outputRecoveryTick()
     }
 
     /// The engine's status, except that while the output is lost the position is the

@@ -359,6 +359,7 @@ public final class Player: @unchecked Sendable {
         retryOpens()
         retryNextOpen()
         retryAdmittingAnnouncements()
+        retryOutputRecovery()
         collectedSources.removeAll()
         openedFiles.removeAll()
         diskReads.done.removeAll()
