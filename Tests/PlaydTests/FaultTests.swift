@@ -309,6 +309,45 @@ struct SlowDiskTests {
         #expect(position >= heard - 0.01 && position < heard + 1, "resumed at \(position) s, heard \(heard) s at the loss")
     }
 
+    /// The saved track on a mount whose reads hang when playd starts (a music NAS still
+    /// booting after a power cut): playd answers at once, 20 clients are served, and
+    /// the track is back, paused at its saved frame, once the reads flow (issue 38). On
+    /// the old code its open ran in the start, before the first answer: playd did not
+    /// answer until the disk did.
+    @Test func aSavedTrackOnAHungDiskDoesNotHoldTheStart() throws {
+        let m = try Self.oneBytePerSecondMount()
+        defer { m.stop() }
+        try "0\n".write(toFile: m.rate, atomically: true, encoding: .utf8)
+        let hung = m.mnt + "/t.flac"
+        let d = try DaemonHarness(output: "null")
+        try d.start()
+        defer { d.kill9() }  // before the mount goes
+        #expect(d.request("play", ("path", .string(hung)))?["ok"] == .bool(true))
+        #expect(d.waitFor(seconds: 20) { (d.request("status")?["position"]?.numberValue ?? 0) >= 1 }, "the track never played 1 s")
+        #expect(d.request("pause")?["ok"] == .bool(true))
+        #expect(d.terminate().status == 0)
+        // Where it stopped, as the state file says (written at the exit).
+        let state = try JSON.parse(try String(contentsOfFile: d.stateFile, encoding: .utf8))
+        #expect(state["file"]?.stringValue == hung)
+        let saved = try #require(state["position_frames"]?.numberValue)
+        try "1\n".write(toFile: m.rate, atomically: true, encoding: .utf8)
+        // Run first: a playd stuck in the open (the old code) ends once it returns.
+        defer { try? "0\n".write(toFile: m.rate, atomically: true, encoding: .utf8) }
+        // The old code: no answer to the start's ping within its 10 s.
+        try d.start()
+        let pollers = try Pollers(d)
+        for round in 0..<3 { pollers.poll(round) }
+        #expect(d.request("status")?["state"]?.stringValue == "stopped", "nothing plays while the saved track opens")
+        #expect(d.log.contains("restoring: the saved track is opening"))
+        try "0\n".write(toFile: m.rate, atomically: true, encoding: .utf8)
+        var s: JSON?
+        #expect(d.waitFor(seconds: 60) {
+            s = d.request("status")
+            return s?["file"]?.stringValue == hung && s?["state"]?.stringValue == "paused"
+        }, "the saved track was not restored once its reads flowed: \(s?.text ?? "")")
+        #expect(s?["position_frames"]?.numberValue == saved, "restored at \(String(describing: s?["position_frames"])), saved at \(saved)")
+    }
+
     /// A FUSE mount holding a 10 s FLAC, `t.flac`, whose reads give one byte a second
     /// until its rate file says 0.
     static func oneBytePerSecondMount(name: String = #function) throws -> SlowMount {

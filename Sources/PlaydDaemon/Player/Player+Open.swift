@@ -1,4 +1,5 @@
 import CoreStream
+import Dispatch
 
 /// `play PATH` of a local file opens it off the control thread (issue 38): FFmpeg's
 /// open, probe and exact-length tail decode read the file, and on a hung FUSE or NFS
@@ -75,6 +76,40 @@ extension Player {
         return nil
     }
 
+    /// The saved track's open at start, on a thread of its own, waited for up to
+    /// `graceSeconds` (before READY=1): a file on a disk that answers opens in
+    /// milliseconds and plays at once, as it did when it was opened here; one on a hung
+    /// mount is left to finish later, its result posted as ``startOpening(_:)``'s
+    /// (``fileOpened(_:_:)``), and nil is returned. No thread to be had: opened here.
+    /// Control thread.
+    func openAtStart(_ path: String, graceSeconds: Double) throws(StreamError) -> AudioDecoder? {
+        final class Rendezvous: Sendable {
+            let state = Locked<(result: Result<Handoff<AudioDecoder>, StreamError>?, late: Bool)>((nil, false))
+            let arrived = DispatchSemaphore(value: 0)
+        }
+        let r = Rendezvous()
+        let post = self.post
+        openingFiles[path] = monotonicNanoseconds()
+        let started = PThread.detached(name: "playd-open-file") {
+            let result = Result { () throws(StreamError) in Handoff(try AudioDecoder(path: path)) }
+            let late = r.state.withLock { s -> Bool in s.result = result; return s.late }
+            r.arrived.signal()
+            if late { post { [weak self] in self?.fileOpened(path, result) } }
+        }
+        guard started else {
+            openingFiles[path] = nil
+            return try AudioDecoder(path: path)
+        }
+        _ = r.arrived.wait(timeout: .now() + graceSeconds)
+        let inTime = r.state.withLock { s -> Result<Handoff<AudioDecoder>, StreamError>? in
+            if s.result == nil { s.late = true }
+            return s.result
+        }
+        guard let result = inTime else { return nil }
+        openingFiles[path] = nil
+        return try result.get().value
+    }
+
     /// An open finished: its result waits for the sessions resumed in this turn
     /// (``flush()`` drops it after). One that timed out meanwhile is dropped.
     func fileOpened(_ path: String, _ result: Result<Handoff<AudioDecoder>, StreamError>) {
@@ -92,7 +127,9 @@ extension Player {
     /// Answers the opens that have waited too long with `timed_out`. From ``tick()``.
     func fileOpenTick() {
         let now = monotonicNanoseconds()
-        for (path, since) in openingFiles where now &- since > Self.fileOpenTimeoutSeconds * 1_000_000_000 {
+        // The saved track at start is waited for as long as it takes (a NAS booting).
+        for (path, since) in openingFiles where now &- since > Self.fileOpenTimeoutSeconds * 1_000_000_000
+            && path != restoreOpening?.file {
             openingFiles[path] = nil
             openedFiles[path] = .failure(StreamError(.timedOut, "\(path): the file did not open within \(Self.fileOpenTimeoutSeconds) s (a hung disk or network mount?)"))
             logger.warning("a file did not open in time", metadata: ["track.path": "\(path)"])

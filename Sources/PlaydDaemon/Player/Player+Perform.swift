@@ -6,6 +6,7 @@ extension Player {
     @discardableResult
     public func perform(_ command: Command) throws(PlayerError) -> Outcome {
         ControlThread.check()
+        cancelRestore(for: command)
         do {
             let out = try performTTSStep(command) ?? run(command)
             // Done: during a schedule's block, a client's play, stop or volume holds

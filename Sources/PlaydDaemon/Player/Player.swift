@@ -45,6 +45,10 @@ public final class Player: @unchecked Sendable {
     /// The saved track when it could not be played at start (missing for now): kept in
     /// the state written until something else is played, so nothing is lost.
     var unrestored: SavedState?
+    /// The saved track while it opens off the control thread at start (a NAS that does
+    /// not answer yet at boot); played from its position when it has opened, unless a
+    /// client moved playback meanwhile (``cancelRestore(for:)``). Control thread.
+    var restoreOpening: SavedState?
     /// Queue entries reported unplayable since the current track started: an entry
     /// refused by `setNext` and then by `play` is reported once. Control thread.
     var reportedSkips: Set<Int> = []
@@ -360,6 +364,7 @@ public final class Player: @unchecked Sendable {
         retryNextOpen()
         retryAdmittingAnnouncements()
         retryOutputRecovery()
+        retryRestore()
         collectedSources.removeAll()
         openedFiles.removeAll()
         diskReads.done.removeAll()
@@ -576,15 +581,58 @@ public final class Player: @unchecked Sendable {
             }
             return
         }
+        // Opened off this thread (issue 38): on a mount whose reads hang FFmpeg's open
+        // never returns, and here, before READY=1, it held the whole start (a music
+        // NAS still booting after a power cut left playd unanswered until it was up).
+        // Waited for 1 s (a file on a disk that answers opens in milliseconds, and is
+        // there for the first client, as before); later, it plays when it has opened.
+        // Until then the state written keeps the saved track (`unrestored`).
+        unrestored = st
         do {
-            try engine.play(path: file, from: st.positionFrames, paused: config.resume != "playing")
+            guard let sync = try openAtStart(file, graceSeconds: 1) else {
+                restoreOpening = st
+                logger.notice("restoring: the saved track is opening", metadata: ["track.path": "\(file)"])
+                return
+            }
+            playRestored(st, .success(sync))
+        } catch {
+            logger.warning("cannot restore the saved track", metadata: ["track.path": "\(file)", "error": "\(error)"])
+        }
+    }
+
+    /// Plays the saved track once it has opened, from the saved position. A failure
+    /// leaves it in the state written (``unrestored``), for a later start. Control thread.
+    func playRestored(_ st: SavedState, _ opened: Result<AudioDecoder, StreamError>) {
+        guard let file = st.file else { return }
+        do {
+            try engine.play(decoder: try opened.get(), from: st.positionFrames, paused: config.resume != "playing")
             if let l = st.loop {
                 do { try engine.setLoop(l) } catch { logger.warning("cannot restore the loop region", metadata: ["error": "\(error)"]) }
             }
             logger.info("restored", metadata: ["track.path": "\(file)", "position.frames": "\(st.positionFrames)"])
         } catch {
             logger.warning("cannot restore the saved track", metadata: ["track.path": "\(file)", "error": "\(error)"])
-            unrestored = st
+        }
+    }
+
+    /// The saved track has opened (or failed to) in this turn: it plays now. From
+    /// ``flush()``, before the turn's opens are dropped.
+    func retryRestore() {
+        guard let st = restoreOpening, let file = st.file, let done = openedFiles.removeValue(forKey: file) else { return }
+        restoreOpening = nil
+        playRestored(st, done.map(\.value))
+    }
+
+    /// A client's command that moves playback (plays, stops, seeks, skips, clears) while
+    /// the saved track still opens: the restore is called off, the client's command
+    /// wins. Control thread.
+    func cancelRestore(for command: Command) {
+        guard restoreOpening != nil else { return }
+        switch command {
+        case .playFile, .playIndex, .playID, .playQueue, .transport, .seek, .seekEntry, .next, .previous, .clear, .loadPlaylist:
+            restoreOpening = nil
+            logger.info("restoring called off: a client moved playback first")
+        default: break
         }
     }
 }
