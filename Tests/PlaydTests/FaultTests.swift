@@ -147,6 +147,32 @@ struct FaultTests {
               "back after \(restored["after_ms"]?.numberValue ?? -1) ms and \(restored["attempts"]?.numberValue ?? -1) attempts")
     }
 
+    /// A radio playing when the device goes comes back with the device, from where the
+    /// station is now (a live stream cannot go back to the frame heard), opened off the
+    /// control thread as a `play` of it is. Before, the resume asked the engine for the
+    /// frame heard, which a live stream refuses (`not_seekable`): the radio stayed off
+    /// ("output back, but the track cannot be resumed").
+    @Test func aRadioComesBackWithTheOutput() throws {
+        let dir = NSTemporaryDirectory() + "playd-radio-outage-\(getpid())"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let ice = try Icecast(dir: dir)
+        try ice.start()
+        defer { ice.stop() }
+        try ice.feed("live.mp3", input: StreamTests.tone)
+        let radio = ice.url("live.mp3")
+        let o = try PulseOutage.make(track: radio)
+        o.killPulse()
+        try #require(o.waitEvent("output_lost", seconds: 10) != nil, "no output_lost event")
+        try o.startPulse()
+        try #require(o.waitEvent("output_restored", seconds: 30) != nil, "no output_restored event")
+        var s: JSON?
+        #expect(o.d.waitFor(seconds: 30) {
+            s = o.d.request("status")
+            return s?["state"]?.stringValue == "playing" && s?["file"]?.stringValue == radio && (s?["position"]?.numberValue ?? 0) > 0.5
+        }, "the radio did not come back: \(s?.text ?? "no status")\n\(o.d.log.suffix(1500))")
+        #expect(!o.d.log.contains("cannot be resumed"), "\(o.d.log.suffix(1500))")
+    }
+
     /// A `stop` while the device is gone is kept: when it comes back nothing resumes.
     /// A `resume` is kept too: it comes back playing.
     @Test(arguments: ["stop", "pause-resume"])

@@ -8,7 +8,7 @@ struct OutputRecovery {
     var attempts = 0
     var nextAttempt: UInt64
     /// What was heard when the device went: played again from there once it is back.
-    var resume: (path: String, position: Int64, paused: Bool, loop: LoopRegion?)?
+    var resume: (path: String, position: Int64, paused: Bool, loop: LoopRegion?, seekable: Bool)?
 
     /// Seconds between attempts: quick at first (a sound server restarting), then
     /// sparse, so a device that stays away costs nothing.
@@ -26,7 +26,7 @@ extension Player {
         let now = monotonicNanoseconds()
         var r = OutputRecovery(lostAt: now, error: error, nextAttempt: now + OutputRecovery.delay(afterAttempts: 0))
         if let t = s.track, s.state != .stopped {
-            r.resume = (t.path, s.positionFrames, s.state == .paused, s.loop)
+            r.resume = (t.path, s.positionFrames, s.state == .paused, s.loop, t.isSeekable)
         }
         recovery = r
         // As MPD does: the player pauses while its output is gone (status says so, with
@@ -44,7 +44,11 @@ extension Player {
     /// The file to resume is opened off this thread first (issue 38): its open on this
     /// thread, on a mount whose reads hang, stopped every client once the device was
     /// back. Until it has opened no attempt is made; the turn in which it opens makes it
-    /// (``retryOutputRecovery()``). A stream's URL is opened by the engine, as before.
+    /// (``retryOutputRecovery()``). A stream's URL is opened again off this thread too
+    /// once the device is back (``openStream(_:entry:at:atSeconds:paused:)``): a radio
+    /// from where it is now (it cannot seek back to what was heard), a file on a web
+    /// server from the frame heard. Before, the engine opened it here, and a radio's
+    /// "from the frame heard" was refused (`not_seekable`): the radio never came back.
     func outputRecoveryTick() {
         guard var r = recovery, monotonicNanoseconds() >= r.nextAttempt else { return }
         var opened: Result<AudioDecoder, StreamError>?
@@ -77,10 +81,13 @@ extension Player {
                     case .failure(let error):
                         throw error
                     case nil:
-                        try engine.play(path: resume.path, from: resume.position, paused: resume.paused)
+                        let entry = queue.currentEntry.flatMap { $0.path == resume.path ? $0.id : nil }
+                        openStream(resume.path, entry: entry, at: resume.seekable ? resume.position : nil, paused: resume.paused)
                     }
-                    if let l = resume.loop { try? engine.setLoop(l) }
-                    queueNextInEngine()
+                    if opened != nil {
+                        if let l = resume.loop { try? engine.setLoop(l) }
+                        queueNextInEngine()
+                    }
                 } catch where error.code == .outputUnavailable || error.code == .outputFailed {
                     throw error
                 } catch {

@@ -12,6 +12,8 @@ extension Player {
         var entry: Int?
         var at: Int64?
         var atSeconds: Double?
+        /// Loaded paused (an output's return while it was paused).
+        var paused = false
         var cancel: StreamCancel
         /// How much of the network buffer's prefill has arrived (status `buffer_percent`).
         var percent = 0
@@ -31,7 +33,7 @@ extension Player {
 
     /// Starts opening `url` (admitted already) on the opener thread; what played stops
     /// now, as in MPD. The answer comes back in ``streamOpened(_:_:)``.
-    func openStream(_ url: String, entry: Int?, at: Int64? = nil, atSeconds: Double? = nil) {
+    func openStream(_ url: String, entry: Int?, at: Int64? = nil, atSeconds: Double? = nil, paused: Bool = false) {
         cancelStreamOpening()
         openSerial += 1
         let cancel = StreamCancel()
@@ -39,7 +41,7 @@ extension Player {
         var o = streamOptions(cancel)
         o.onPrefill = { percent in post { [weak self] in self?.streamPrefilled(serial, percent) } }
         let options = o
-        streamOpening = StreamOpening(serial: serial, url: url, entry: entry, at: at, atSeconds: atSeconds, cancel: cancel)
+        streamOpening = StreamOpening(serial: serial, url: url, entry: entry, at: at, atSeconds: atSeconds, paused: paused, cancel: cancel)
         if engine.status().state != .stopped { engine.stop() }
         logger.info("opening stream", metadata: ["track.path": "\(url)"])
         emit(.buffering(url: url))
@@ -79,9 +81,9 @@ extension Player {
                 guard s.isFinite, s >= 0, let f = FrameTime.checkedFrames(seconds: s, rate: decoder.info.sampleRate) else {
                     throw StreamError(.invalidArgument, "\(o.url): start position \(s) s is out of range")
                 }
-                try engine.play(decoder: decoder, from: f)
+                try engine.play(decoder: decoder, from: f, paused: o.paused)
             } else {
-                try engine.play(decoder: decoder, from: o.at)
+                try engine.play(decoder: decoder, from: o.at, paused: o.paused)
             }
             streamTitle = decoder.info.streamTitle
             streamReconnecting = nil
