@@ -173,6 +173,60 @@ struct FaultTests {
         #expect(!o.d.log.contains("cannot be resumed"), "\(o.d.log.suffix(1500))")
     }
 
+    /// The sound server comes back but does not answer: a PulseAudio stopped (SIGSTOP)
+    /// right after its start, so the ALSA plugin's open of the next attempt connects
+    /// and waits for a handshake that does not come. The reopen runs on a worker
+    /// (issue 38): 20 clients on both protocols are served meanwhile, a client's `play`
+    /// waits for the attempt, and once the server answers that play is answered and
+    /// plays (not the track heard at the loss). Before, the attempt's open ran on the
+    /// control thread: nobody was answered until the server was.
+    @Test func aSoundServerHungInTheReopenLeavesEveryoneElseServed() throws {
+        let o = try PulseOutage.make()
+        defer { o.d.kill9() }
+        let other = o.d.dir + "/other.flac"
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=660:duration=30", "-ac", "2", other])
+        o.killPulse()
+        try #require(o.waitEvent("output_lost", seconds: 10) != nil, "no output_lost event")
+        try o.startPulse()
+        let pulse = o.pulsePid
+        try #require(kill(pulse, SIGSTOP) == 0)
+        defer { kill(pulse, SIGCONT) }
+        // Attempts counted by now may have met the server dead or still starting; one
+        // begun after this read meets it stopped, and hangs in the open. Each status
+        // meanwhile must be answered (a control thread in that open fails the #require);
+        // 30 s is a hang guard, the backoff's fourth attempt comes 15 s after the loss.
+        func attempts() throws -> Int {
+            let s = try #require(o.d.request("status"), "status was not answered while the output was reopened")
+            return Int(s["output_error"]?["attempts"]?.numberValue ?? -1)
+        }
+        let before = try attempts()
+        try #require(before >= 0, "the output is not reported lost")
+        var hung = false
+        for _ in 0..<300 where !hung {
+            hung = try attempts() > before
+            if !hung { usleep(100_000) }
+        }
+        try #require(hung, "no attempt began after the server stopped: \(o.d.log.suffix(1500))")
+        let pollers = try SlowDiskTests.Pollers(o.d)
+        pollers.poll(0)
+        // A play now waits for the attempt under way; the others are still served.
+        let player = try LineClient(path: o.d.socket)
+        #expect(player.send(#"{"id":7,"cmd":"play","path":"\#(other)"}"#))
+        for round in 1..<3 { pollers.poll(round) }
+        #expect(o.d.request("status")?["output_error"] != .null, "the output is back before its server answers")
+        try #require(kill(pulse, SIGCONT) == 0)
+        let answer = try #require(player.readLine(timeoutMillis: 60_000).flatMap { try? JSON.parse($0) },
+                                  "the play was never answered: \(o.d.log.suffix(1500))")
+        #expect(answer["ok"] == .bool(true), "\(answer.text)")
+        try #require(o.waitEvent("output_restored", seconds: 60) != nil, "no output_restored event")
+        var s: JSON?
+        #expect(o.d.waitFor(seconds: 20) {
+            s = o.d.request("status")
+            return s?["file"]?.stringValue == other && s?["state"]?.stringValue == "playing" && (s?["position"]?.numberValue ?? 0) > 0.3
+        }, "the play did not play once the output was back: \(s?.text ?? "no status")\n\(o.d.log.suffix(1500))")
+        #expect(s?["output_error"] == .null)
+    }
+
     /// A `stop` while the device is gone is kept: when it comes back nothing resumes.
     /// A `resume` is kept too: it comes back playing.
     @Test(arguments: ["stop", "pause-resume"])

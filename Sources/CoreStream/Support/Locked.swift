@@ -35,4 +35,13 @@ public final class Locked<Value>: @unchecked Sendable {
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
     }
+
+    /// Runs `body` holding the lock if no other thread holds it; nil (and `body` not
+    /// run) if one does. For a caller that must not wait behind a slow holder (the
+    /// control thread behind an output reopen on a worker, issue 38).
+    public func withLockIfAvailable<Result, E: Error>(_ body: (inout Value) throws(E) -> Result) throws(E) -> Result? {
+        guard pthread_mutex_trylock(mutex) == 0 else { return nil }
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&value)
+    }
 }

@@ -46,8 +46,15 @@ extension PlaybackEngine {
     /// `output_failed`): closes it and opens it again in the format it had. Throws while
     /// the device is still gone. What was playing is not resumed here: the reader has
     /// let go of it; `play(path:from:paused:)` from the position heard goes on (the
-    /// daemon does that, with backoff between attempts). Control side only.
+    /// daemon does that, with backoff between attempts).
     /// Returns false when there was nothing to recover (a `play` reopened it already).
+    ///
+    /// Thread: any; the daemon runs it on a worker (issue 38). The device's open holds
+    /// `reconfigure` only, not `control`: a sound server that accepts the connection and
+    /// never answers (a PulseAudio stopped while it restarts) hangs the ALSA plugin's
+    /// open for as long as it lasts, and `status` takes `control`. Meanwhile `status`
+    /// shows the output closed, and a `play` does not wait for it: it throws
+    /// `output_unavailable` (``play(decoder:from:paused:)``).
     @discardableResult
     public func recoverOutput() throws(StreamError) -> Bool {
         try reconfigure.withLock { (_: inout Void) throws(StreamError) -> Bool in
@@ -56,9 +63,16 @@ extension PlaybackEngine {
             }
             guard let last else { return false }
             detachReader()
-            try control.withLock { (c: inout Control) throws(StreamError) in
-                try reopenOutput(&c, for: last.format, preferring: last.width)
+            let output = try control.withLock { (c: inout Control) throws(StreamError) in try takeOutput(&c) }
+            let fallbackTaken = control.withLock { $0.usingNullFallback }
+            let opened: OpenedOutput
+            do throws(StreamError) {
+                opened = try openDevice(output, for: last.format, preferring: last.width, nullFallbackTaken: fallbackTaken)
+            } catch {
+                control.withLock { $0.output = output }
+                throw error
             }
+            control.withLock { c in installOutput(&c, opened, for: last.format, preferring: last.width) }
             return true
         }
     }
@@ -78,6 +92,10 @@ extension PlaybackEngine {
     public func setOutputVolume(_ amplitude: Float) throws(StreamError) {
         try control.withLock { (c: inout Control) throws(StreamError) in
             guard let pw = c.output as? PipeWireOutput else {
+                if c.output == nil, c.lastOpened != nil {
+                    // Taken out while ``recoverOutput()`` opens it on a worker.
+                    throw StreamError(.outputUnavailable, "the output is being reopened; its volume can be set once it is back")
+                }
                 throw StreamError(.invalidArgument, "the output \(configuration.output) has no volume of its own (volume.mixer = \"pipewire\" needs the pipewire output)")
             }
             try pw.setVolume(amplitude)

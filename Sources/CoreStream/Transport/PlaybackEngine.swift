@@ -258,7 +258,9 @@ public final class PlaybackEngine: @unchecked Sendable {
         let width = decoder.info.preferredDeviceFormat
         // Plays that reopen the output take turns (`reconfigure`), and wait for the
         // reader with `control` released: the reader takes `control` in `report()`.
-        try reconfigure.withLock { (_: inout Void) throws(StreamError) in
+        // One held by an output recovery on a worker is not waited for: that holder may
+        // hang in a device's open for as long as the sound server does (issue 38).
+        let taken = try reconfigure.withLockIfAvailable { (_: inout Void) throws(StreamError) in
             let reopen = control.withLock { c in
                 c.output == nil || c.requestedFormat != wanted || c.requestedSampleFormat != width
                     || shared.deviceError.load(ordering: .relaxed) != 0
@@ -304,6 +306,9 @@ public final class PlaybackEngine: @unchecked Sendable {
                                                   "track.rate": "\(decoder.info.sampleRate)", "start.frame": "\(start)",
                                                   "direction": "\(c.direction.rawValue)"])
             }
+        }
+        guard taken != nil else {
+            throw StreamError(.outputUnavailable, "\(path): the output is being reopened after a loss; try again when it is back")
         }
         ProcessTuning.releaseFreeMemory()
         onEvent(.trackStarted(decoder.info))
@@ -622,27 +627,60 @@ public final class PlaybackEngine: @unchecked Sendable {
 
     /// Stops the render thread, reopens the output for `format`, and starts a new render
     /// thread. The reader has been detached (``detachReader()``) under the same hold of
-    /// `reconfigure`, so nothing writes into the ring this resizes.
+    /// `reconfigure`, so nothing writes into the ring this resizes. All under `control`
+    /// (a play's reopen: the device's open is quick or fails); ``recoverOutput()`` runs
+    /// the same three steps with `control` let go during the open.
     func reopenOutput(_ c: inout Control, for format: PCMFormat, preferring width: DeviceSampleFormat) throws(StreamError) {
-        // 1. No render thread, no consumer.
+        let output = try takeOutput(&c)
+        let opened: OpenedOutput
+        do throws(StreamError) {
+            opened = try openDevice(output, for: format, preferring: width, nullFallbackTaken: c.usingNullFallback)
+        } catch {
+            c.output = output
+            throw error
+        }
+        installOutput(&c, opened, for: format, preferring: width)
+    }
+
+    /// A device opened by ``openDevice(_:for:preferring:nullFallbackTaken:)``, to install.
+    struct OpenedOutput {
+        var output: any AudioOutput
+        var negotiated: NegotiatedFormat
+        /// `auto` found no sound card and fell back to the paced null output.
+        var tookNullFallback: Bool
+    }
+
+    /// Step 1 of a reopen, under `control`: no render thread (no consumer), the old device
+    /// closed, and the output taken out of the state, so `status` and `outputs` show it
+    /// closed and nothing else touches it while it opens. Made here when there is none.
+    func takeOutput(_ c: inout Control) throws(StreamError) -> any AudioOutput {
         stopRenderThread(&c)
         c.output?.close()
         c.negotiated = nil
         c.requestedFormat = nil
-        // 2. Open.
-        var output = c.output
-        if output == nil { output = try makeOutput(&c) }
+        guard let output = c.output else { return try makeOutput(&c) }
+        c.output = nil
+        return output
+    }
+
+    /// Step 2: the device's open. It touches no engine state, so it may run holding only
+    /// `reconfigure`: a sound server that accepts the connection and never answers (one
+    /// stopped, or swapping) holds this thread for as long as it hangs, and nothing else.
+    func openDevice(_ given: any AudioOutput, for format: PCMFormat, preferring width: DeviceSampleFormat,
+                    nullFallbackTaken: Bool) throws(StreamError) -> OpenedOutput {
+        var output = given
         var negotiated: NegotiatedFormat
-        do {
-            negotiated = try output!.open(format, preferring: width)
+        var fallback = false
+        do throws(StreamError) {
+            negotiated = try output.open(format, preferring: width)
         } catch {
-            guard configuration.output == "auto", !c.usingNullFallback else { throw error }
+            guard configuration.output == "auto", !nullFallbackTaken else { throw error }
             logger.warning("no sound card: playing through the paced null output (audio is discarded)",
                            metadata: ["output.error": "\(error.message)"])
-            c.usingNullFallback = true
+            fallback = true
             output = NullOutput(bufferTimeMicros: configuration.bufferMillis * 1000,
                                 periodTimeMicros: configuration.periodMillis * 1000)
-            negotiated = try output!.open(format)
+            negotiated = try output.open(format)
         }
         for f in negotiated.fallbacks { logger.warning("output fallback", metadata: ["output.failed": "\(f)"]) }
         logger.info("output open", metadata: ["output.device": "\(negotiated.device)",
@@ -651,7 +689,15 @@ public final class PlaybackEngine: @unchecked Sendable {
                                               "output.channels": "\(negotiated.pcm.channels)",
                                               "output.period": "\(negotiated.periodFrames)",
                                               "output.buffer": "\(negotiated.bufferFrames)"])
-        // 3. A clean ring for the new format, then the render thread. The producer keeps
+        return OpenedOutput(output: output, negotiated: negotiated, tookNullFallback: fallback)
+    }
+
+    /// Step 3, under `control`: the opened device installed, with a clean ring for its
+    /// format, and a new render thread.
+    func installOutput(_ c: inout Control, _ opened: OpenedOutput, for format: PCMFormat, preferring width: DeviceSampleFormat) {
+        let output = opened.output, negotiated = opened.negotiated
+        if opened.tookNullFallback { c.usingNullFallback = true }
+        // A clean ring for the new format, then the render thread. The producer keeps
         // up to a device buffer's worth behind the read cursor so pause can take back
         // what the device had queued (see FrameRing.rewind); 32 Ki frames covers a
         // buffer of ~680 ms at 48 kHz. A device that cannot rewind needs none.
@@ -669,7 +715,7 @@ public final class PlaybackEngine: @unchecked Sendable {
         // set it has been joined).
         shared.deviceError.store(0, ordering: .relaxed)
         for feed in configuration.feeds { feed.configure(input: negotiated.pcm, periodFrames: negotiated.periodFrames) }
-        let h = Handoff((shared, output!, negotiated, configuration.feeds))
+        let h = Handoff((shared, output, negotiated, configuration.feeds))
         c.renderThread = PThread(name: "playd-render") {
             let (shared, out, fmt, feeds) = h.value
             Self.runRender(shared: shared, output: out, format: fmt, feeds: feeds)

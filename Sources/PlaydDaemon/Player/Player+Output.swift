@@ -9,6 +9,18 @@ struct OutputRecovery {
     var nextAttempt: UInt64
     /// What was heard when the device went: played again from there once it is back.
     var resume: (path: String, position: Int64, paused: Bool, loop: LoopRegion?, seekable: Bool)?
+    /// An attempt is under way on its worker (``Player/outputReopened(_:)`` ends it):
+    /// plays wait for it (``Player/awaitOutput()``), and the tick starts no other.
+    var reopening = false
+    /// The file to resume, opened for the attempt under way (nil: nothing to resume from
+    /// a file, or a stream's URL, opened again once the device is back).
+    var opened: Result<Handoff<AudioDecoder>, StreamError>?
+    /// The attempt that just failed, kept to the end of its turn: the plays that waited
+    /// for it are answered with it rather than start another (``Player/flush()``).
+    var failedNow: StreamError?
+    /// A client's play waits for the attempt under way: if the device comes back, that
+    /// play is what plays, and what was heard at the loss is not resumed.
+    var playWaiting = false
 
     /// Seconds between attempts: quick at first (a sound server restarting), then
     /// sparse, so a device that stays away costs nothing.
@@ -44,24 +56,30 @@ extension Player {
     /// The file to resume is opened off this thread first (issue 38): its open on this
     /// thread, on a mount whose reads hang, stopped every client once the device was
     /// back. Until it has opened no attempt is made; the turn in which it opens makes it
-    /// (``retryOutputRecovery()``). A stream's URL is opened again off this thread too
-    /// once the device is back (``openStream(_:entry:at:atSeconds:paused:)``): a radio
-    /// from where it is now (it cannot seek back to what was heard), a file on a web
-    /// server from the frame heard. Before, the engine opened it here, and a radio's
-    /// "from the frame heard" was refused (`not_seekable`): the radio never came back.
-    func outputRecoveryTick() {
-        guard var r = recovery, monotonicNanoseconds() >= r.nextAttempt else { return }
-        var opened: Result<AudioDecoder, StreamError>?
-        if let path = r.resume?.path, !NetworkInput.isStreamURL(path) {
+    /// (``retryOutputRecovery()``). The device's reopen then runs on a worker too
+    /// (``PlaybackEngine/recoverOutput()``): a sound server that accepts the connection
+    /// and never answers (a PulseAudio stopped while it restarts) hangs the ALSA plugin's
+    /// open, and on this thread that stopped every client. Its result comes back in
+    /// ``outputReopened(_:)``. A stream's URL is opened again off this thread once the
+    /// device is back (``openStream(_:entry:at:atSeconds:paused:)``): a radio from where
+    /// it is now (it cannot seek back to what was heard), a file on a web server from the
+    /// frame heard. Before, the engine opened it here, and a radio's "from the frame
+    /// heard" was refused (`not_seekable`): the radio never came back.
+    /// `forPlay`: made now for a client's play (``awaitOutput()``), which plays instead
+    /// of what was heard: the file to resume is not waited for.
+    func outputRecoveryTick(forPlay: Bool = false) {
+        guard var r = recovery, !r.reopening, forPlay || monotonicNanoseconds() >= r.nextAttempt else { return }
+        var opened: Result<Handoff<AudioDecoder>, StreamError>?
+        if !forPlay, let path = r.resume?.path, !NetworkInput.isStreamURL(path) {
             if let done = openedFiles.removeValue(forKey: path) {
-                opened = done.map(\.value)
+                opened = done
             } else {
                 do {
                     if openingFiles[path] == nil {
                         logger.notice("output recovery: the file to resume is opening first", metadata: ["track.path": "\(path)"])
                     }
                     guard let sync = try startOpening(path) else { return }  // under way
-                    opened = .success(sync)
+                    opened = .success(Handoff(sync))
                 } catch {
                     // Too many files opening already (hung mounts): this attempt resumes nothing.
                     opened = .failure(StreamError(.timedOut, (error as? PlayerError)?.message ?? "\(error)"))
@@ -69,15 +87,45 @@ extension Player {
             }
         }
         r.attempts += 1
+        r.reopening = true
+        r.playWaiting = forPlay
+        r.opened = opened
+        recovery = r
+        let engine = self.engine, post = self.post
+        let attempt: @Sendable () -> Void = {
+            let result = Result { () throws(StreamError) in try engine.recoverOutput() }
+            post { [weak self] in self?.outputReopened(result) }
+        }
+        if !PThread.detached(name: "playd-reopen", attempt) {
+            // No thread to be had (a thread limit): here, as before.
+            outputReopened(Result { () throws(StreamError) in try engine.recoverOutput() })
+        }
+    }
+
+    /// The attempt's result, on the control thread: the track heard resumed, or the next
+    /// attempt scheduled; then the plays that waited for it run again.
+    func outputReopened(_ result: Result<Bool, StreamError>) {
+        ControlThread.check()
+        guard var r = recovery, r.reopening else { return }
+        r.reopening = false
+        let opened = r.playWaiting ? nil : r.opened
+        let resumeHeard = r.playWaiting ? nil : r.resume
+        r.opened = nil
+        r.playWaiting = false
+        recovery = r
+        defer {
+            resumeParked()
+            outputReopenEnded = true
+        }
         do throws(StreamError) {
             // false: the user played something meanwhile and that reopened the device;
             // what was heard at the loss is no longer wanted.
-            let reopened = try engine.recoverOutput()
-            if reopened, let resume = r.resume {
+            let reopened = try result.get()
+            if reopened, let resume = resumeHeard {
                 do throws(StreamError) {
                     switch opened {
                     case .success(let decoder):
-                        try engine.play(decoder: decoder, from: resume.position, paused: resume.paused)
+                        try engine.play(decoder: decoder.value, from: resume.position, paused: resume.paused)
                     case .failure(let error):
                         throw error
                     case nil:
@@ -102,6 +150,7 @@ extension Player {
             emit(.outputRestored(afterMillis: Int64(ms), attempts: r.attempts))
         } catch {
             r.error = error
+            r.failedNow = error
             r.nextAttempt = monotonicNanoseconds() + OutputRecovery.delay(afterAttempts: r.attempts)
             recovery = r
             logger.warning("output still unavailable", metadata: ["attempt": "\(r.attempts)", "error": "\(error.message)",
@@ -109,9 +158,50 @@ extension Player {
         }
     }
 
+    /// For a request that would play while the output is lost (its play would reopen the
+    /// device, on this thread): an attempt is made now on the worker, or the one under
+    /// way awaited, and the request waits for it (`workPending`; ``resumeParked`` runs
+    /// it again). Once the device is back it plays, and what was heard at the loss is
+    /// not resumed (the request wins, as before). When the attempt fails, the request is
+    /// answered with its error, as before, no other attempt is made for it, and what
+    /// was heard is still resumed when the device is back. Control thread.
+    func awaitOutput() throws {
+        ControlThread.check()
+        guard recovery != nil else { return }
+        if let failed = recovery?.failedNow { throw failed }
+        if recovery?.reopening == false { outputRecoveryTick(forPlay: true) }
+        guard recovery?.reopening == true else {
+            if let failed = recovery?.failedNow { throw failed }
+            return
+        }
+        recovery?.playWaiting = true
+        throw PlayerError(.workPending, "waiting for the output to be reopened")
+    }
+
+    /// What waited for the reopen without a session to run it again: a queue entry
+    /// played by a track's end or a delete (``autoPlay``; a session's own request ran
+    /// again first and took it), a stream that opened meanwhile (``deferredStreamOpen``).
+    /// Control thread.
+    private func resumeAfterReopen() {
+        if let a = autoPlay, let i = queue.index(ofID: a.start) {
+            autoPlay = nil
+            playEntryLater(i)
+        }
+        if let (serial, result) = deferredStreamOpen {
+            deferredStreamOpen = nil
+            streamOpened(serial, result)
+        }
+    }
+
     /// The attempt that waited for its file to open, in the turn the open finished (the
-    /// turn's opens are dropped at its end). From ``flush()``.
+    /// turn's opens are dropped at its end). From ``flush()``, which then forgets the
+    /// failure of this turn's attempt.
     func retryOutputRecovery() {
+        if outputReopenEnded {
+            outputReopenEnded = false
+            resumeAfterReopen()
+        }
+        if recovery?.failedNow != nil { recovery?.failedNow = nil }
         guard let path = recovery?.resume?.path, openedFiles[path] != nil else { return }
         outputRecoveryTick()
     }

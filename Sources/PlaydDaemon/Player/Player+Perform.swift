@@ -155,6 +155,7 @@ extension Player {
         if NetworkInput.isStreamURL(path) {
             openStream(path, entry: nil, at: at, atSeconds: atSeconds)
         } else {
+            try awaitOutput()
             let decoder = try openedFile(path)
             cancelStreamOpening()
             if let s = atSeconds {

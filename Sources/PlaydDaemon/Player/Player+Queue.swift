@@ -248,6 +248,8 @@ extension Player {
                 if let failed = unplayable[e.path] { throw failed }
                 let decoder: AudioDecoder
                 do {
+                    // After an output loss the device reopens on a worker first.
+                    try awaitOutput()
                     decoder = try openedFile(e.path)
                 } catch let p as PlayerError where p.code == .workPending {
                     autoPlay = (queue.entries[index].id, e.path)

@@ -72,8 +72,20 @@ extension Player {
 
     /// An open finished, on the control thread: play it, or report it and (for a queue
     /// entry) go on with the next entry.
-    func streamOpened(_ serial: Int, _ result: Result<Handoff<AudioDecoder>, StreamError>) {
+    func streamOpened(_ serial: Int, _ opened: Result<Handoff<AudioDecoder>, StreamError>) {
         guard let o = streamOpening, o.serial == serial else { return }  // superseded: dropped
+        var result = opened
+        if case .success = opened {
+            // The output lost: its reopen runs on a worker, and this plays after it.
+            do {
+                try awaitOutput()
+            } catch let p as PlayerError where p.code == .workPending {
+                deferredStreamOpen = (serial, opened)
+                return
+            } catch {
+                result = .failure(error as? StreamError ?? StreamError(.outputUnavailable, "\(error)"))
+            }
+        }
         streamOpening = nil
         do {
             let decoder = try result.get().value

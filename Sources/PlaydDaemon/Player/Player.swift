@@ -177,6 +177,12 @@ public final class Player: @unchecked Sendable {
     let opener = SerialWorker(name: "playd-open")
     /// The stream being opened now, if any (Player+Stream.swift). Control thread.
     var streamOpening: StreamOpening?
+    /// A stream that opened while the output was being reopened after a loss: played
+    /// once the attempt is over (``outputReopened(_:)``). Control thread.
+    var deferredStreamOpen: (serial: Int, result: Result<Handoff<AudioDecoder>, StreamError>)?
+    /// An output reopen ended this turn: what waited for it without a session goes on
+    /// in ``flush()``, after the sessions' requests have run again. Control thread.
+    var outputReopenEnded = false
     var openSerial = 0
     /// Queue entries in a row whose stream could not be opened (stops a queue of dead
     /// URLs going round for ever). Control thread.
