@@ -163,20 +163,63 @@ struct CrossfadeCaptureTests {
         }
     }
 
+    /// A paced engine playing A (20 s) from 1 s before a 2 s overlap into B (see
+    /// aPauseDuringTheOverlapResumesIt), until `by` frames of the overlap are heard.
+    static func playIntoTheOverlap(_ a: String, _ b: String, name: String, by: Int) throws
+        -> (h: EngineHarness, n: Int, la: Int, from: Int) {
+        let h = EngineHarness(paced: true, name: name)
+        let n = 2 * rate, la = 20 * rate
+        let from = la - n - rate
+        try h.engine.play(path: a, from: Int64(from), paused: true)
+        #expect(try h.engine.setNext(path: b, crossfade: Crossfade(seconds: 2)))
+        h.engine.waitUntilApplied()
+        h.engine.resume()
+        #expect(h.wait(seconds: 10) { h.engine.status().positionFrames > Int64(la - n + by) }, "the overlap was not reached")
+        return (h, n, la, from)
+    }
+
+    /// A new next track during the overlap (a queue edit that deletes or replaces the
+    /// one fading in) ends the overlap where the reader is, as a seek does: the capture
+    /// is the model (A, then A with B fading in) up to one frame, then A alone to its
+    /// last frame, then the new next track whole from its first, gapless; B is never
+    /// started (docs/crossfade.md).
+    @Test func aNewNextTrackDuringTheOverlapEndsIt() throws {
+        let dir = try Self.directory()
+        let (a, b) = try CrossfadeModel.tracks(in: dir)
+        let c = dir + "/c.wav"
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=990:duration=2:sample_rate=\(Self.rate)", "-ac", "2", "-c:a", "pcm_f32le", c])
+        let (h, n, la, from) = try Self.playIntoTheOverlap(a, b, name: "xfadeNewNext", by: Self.rate / 4)
+        _ = try h.engine.setNext(path: c, crossfade: Crossfade(seconds: 2))
+        #expect(h.waitForEnd(seconds: 30), "the engine did not stop after C")
+        let names = Self.names(h.recordedEvents)
+        let capture = try h.finishCapture().samples
+        #expect(!names.contains("start b.wav"), "\(names)")
+        #expect(names.suffix(2) == ["start c.wav", "end c.wav"], "\(names)")
+        let (da, db, dc) = (try Reference.decode(a), try Reference.decode(b), try Reference.decode(c))
+        let model = CrossfadeModel.joined(da, db, overlap: n, from: from)
+        let ramp = Self.rate / 200
+        let aFrames = la - from
+        try #require(capture.count >= 2 * aFrames, "the capture is shorter than A: \(capture.count / 2) frames")
+        func differs(_ f: Int) -> Bool { abs(Double(capture[2 * f]) - model[2 * f]) > 1e-6 || abs(Double(capture[2 * f + 1]) - model[2 * f + 1]) > 1e-6 }
+        // From the first frame on (a start mid-track ramps in over 5 ms).
+        let cut = try #require((ramp + 1..<aFrames).first(where: differs), "the overlap never ended: B was heard through")
+        #expect(cut > la - n - from, "the overlap had begun before the edit: it ended at frame \(cut) of the capture, before \(la - n - from)")
+        // From the cut on, allowing a 5 ms ramp there, A alone to its last frame.
+        let after = cut + 2 * ramp
+        let alone = CrossfadeModel.difference(Array(capture[(2 * after)..<(2 * aFrames)]), da[(2 * (from + after))..<(2 * la)].map(Double.init))
+        #expect(alone.worst <= 1e-6, "after the cut at \(cut), not A alone: \(alone.worst) at frame \(alone.frame)")
+        // Then C, whole, from its first frame.
+        #expect(capture.count == 2 * aFrames + dc.count, "\(capture.count / 2) frames, A's part and C make \(aFrames + dc.count / 2)")
+        #expect(Reference.maxDifference(capture[(2 * aFrames)...], dc[...]) == 0, "then C whole, from its first frame")
+    }
+
     /// A stop during the overlap stops both: the capture is the model up to the stop,
     /// ends inside the overlap with the stop's ramp, and the engine reports stopped with
     /// the next track not started.
     @Test func aStopDuringTheOverlapStopsBoth() throws {
         let dir = try Self.directory()
         let (a, b) = try CrossfadeModel.tracks(in: dir)
-        let h = EngineHarness(paced: true, name: "xfadeStop")
-        let n = 2 * Self.rate, la = 20 * Self.rate
-        let from = la - n - Self.rate  // see aPauseDuringTheOverlapResumesIt
-        try h.engine.play(path: a, from: Int64(from), paused: true)
-        #expect(try h.engine.setNext(path: b, crossfade: Crossfade(seconds: 2)))
-        h.engine.waitUntilApplied()
-        h.engine.resume()
-        #expect(h.wait(seconds: 10) { h.engine.status().positionFrames > Int64(la - n + Self.rate / 2) })
+        let (h, n, la, from) = try Self.playIntoTheOverlap(a, b, name: "xfadeStop", by: Self.rate / 2)
         h.engine.stop()
         #expect(h.wait(seconds: 10) { h.engine.status().state == .stopped })
         let names = Self.names(h.recordedEvents)

@@ -227,6 +227,36 @@ struct FaultTests {
         #expect(s?["output_error"] == .null)
     }
 
+    /// A `play` of a track in another format (48 kHz after 44.1 kHz) reopens the device,
+    /// and the sound server hangs (stopped with SIGSTOP while it plays): the reopen runs
+    /// on a worker (issue 38), so 20 clients on both protocols are served meanwhile; the
+    /// play is answered once the server answers, and the new track plays at its own
+    /// rate. Before, the play's reopen ran on the control thread.
+    @Test func aPlayInAnotherFormatWhileTheSoundServerHangsLeavesEveryoneElseServed() throws {
+        let o = try PulseOutage.make()
+        defer { o.d.kill9() }
+        let other = o.d.dir + "/other-48k.flac"
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=660:duration=30:sample_rate=48000", "-ac", "2", other])
+        let pulse = o.pulsePid
+        try #require(kill(pulse, SIGSTOP) == 0)
+        defer { kill(pulse, SIGCONT) }
+        let pollers = try SlowDiskTests.Pollers(o.d)
+        pollers.poll(0)
+        let player = try LineClient(path: o.d.socket)
+        #expect(player.send(#"{"id":7,"cmd":"play","path":"\#(other)"}"#))
+        for round in 1..<3 { pollers.poll(round) }
+        try #require(kill(pulse, SIGCONT) == 0)
+        let answer = try #require(player.readLine(timeoutMillis: 60_000).flatMap { try? JSON.parse($0) },
+                                  "the play was never answered: \(o.d.log.suffix(1500))")
+        #expect(answer["ok"] == .bool(true), "\(answer.text)")
+        var s: JSON?
+        #expect(o.d.waitFor(seconds: 20) {
+            s = o.d.request("status")
+            return s?["file"]?.stringValue == other && s?["state"]?.stringValue == "playing" && (s?["position"]?.numberValue ?? 0) > 0.3
+        }, "the play did not play: \(s?.text ?? "no status")\n\(o.d.log.suffix(1500))")
+        #expect(s?["output"]?["sample_rate"]?.numberValue == 48000, "the device was not reopened at the track's rate: \(s?.text ?? "")")
+    }
+
     /// A `stop` while the device is gone is kept: when it comes back nothing resumes.
     /// A `resume` is kept too: it comes back playing.
     @Test(arguments: ["stop", "pause-resume"])

@@ -30,16 +30,87 @@ extension PlaybackEngine {
 
 
     /// Opens the output for `format` now (a daemon does this at start, so a broken device
-    /// fails the start). A later track in another format reopens it.
+    /// fails the start; and before a `play` whose track needs another format, on a
+    /// worker, so that play's own reopen is not made on the control thread). What plays
+    /// is let go of (its format is no longer the device's). The device's open holds
+    /// `reconfigure` only, as in ``recoverOutput()``: `status` is answered meanwhile, and
+    /// a `play` throws `output_unavailable` rather than wait. Thread: any.
     public func openOutput(for format: PCMFormat, preferring width: DeviceSampleFormat = .int16) throws(StreamError) {
+        var lostTrack = false
+        defer { if lostTrack { onEvent(.stateChanged(.stopped)) } }
         try reconfigure.withLock { (_: inout Void) throws(StreamError) in
             let reopen = control.withLock { c in
                 c.output == nil || c.requestedFormat != format || c.requestedSampleFormat != width
+                    || shared.deviceError.load(ordering: .relaxed) != 0
             }
             guard reopen else { return }
             detachReader()
-            try control.withLock { (c: inout Control) throws(StreamError) in try reopenOutput(&c, for: format, preferring: width) }
+            do throws(StreamError) {
+                try reopenReleasingControl(for: format, preferring: width)
+            } catch {
+                // What played was let go of: say so (stopped), as a play's failed reopen does.
+                let wasPlaying = control.withLock { c -> Bool in
+                    let was = c.transport.state != .stopped
+                    c.transport = Transport()
+                    c.track = nil
+                    c.newGeneration()
+                    c.pendingPosition = 0
+                    return was
+                }
+                shared.wantPlaying.store(false, ordering: .relaxed)
+                lostTrack = wasPlaying
+                throw error
+            }
         }
+    }
+
+    /// Whether playing `decoder` would reopen the device (another format, or none open):
+    /// a caller that must not wait for a device's open makes it first, off its thread
+    /// (``openOutput(for:preferring:)``). Thread: any.
+    public func needsReopen(for decoder: AudioDecoder) -> Bool {
+        let wanted = PCMFormat(sampleRate: decoder.info.sampleRate, channels: decoder.info.channels)
+        let width = decoder.info.preferredDeviceFormat
+        return control.withLock { c in
+            c.output == nil || c.requestedFormat != wanted || c.requestedSampleFormat != width
+                || shared.deviceError.load(ordering: .relaxed) != 0
+        }
+    }
+
+    /// ``reopenOutput(_:for:preferring:)``'s three steps with `control` let go during the
+    /// device's open. Called holding `reconfigure`, the reader detached.
+    func reopenReleasingControl(for format: PCMFormat, preferring width: DeviceSampleFormat) throws(StreamError) {
+        // Step 1 in two parts: the render thread and the device taken out under `control`,
+        // then joined and closed without it (a write to, or a close of, a sound server
+        // that hangs returns only when the server answers).
+        let (render, old, fallbackTaken) = control.withLock { c in
+            // Until the track that follows is loaded, `status` shows the one let go of
+            // where it last showed it: with no device it falls back to `pendingPosition`,
+            // which is where the track was started or sought (a poller saw 5.4 s, then
+            // 0.0 in the same track, PositionTests).
+            if let last = c.lastReported, last.generation == c.generation { c.pendingPosition = last.frame }
+            let render = askRenderThreadToStop(&c)
+            let old = c.output
+            c.output = nil
+            c.negotiated = nil
+            c.requestedFormat = nil
+            return (render, old, c.usingNullFallback)
+        }
+        joinRenderThread(render)
+        old?.close()
+        let output: any AudioOutput
+        if let old {
+            output = old
+        } else {
+            output = try control.withLock { (c: inout Control) throws(StreamError) in try makeOutput(&c) }
+        }
+        let opened: OpenedOutput
+        do throws(StreamError) {
+            opened = try openDevice(output, for: format, preferring: width, nullFallbackTaken: fallbackTaken)
+        } catch {
+            control.withLock { $0.output = output }
+            throw error
+        }
+        control.withLock { c in installOutput(&c, opened, for: format, preferring: width) }
     }
 
     /// After the output failed (``Status/deviceError``; an `.error` event with
@@ -63,16 +134,7 @@ extension PlaybackEngine {
             }
             guard let last else { return false }
             detachReader()
-            let output = try control.withLock { (c: inout Control) throws(StreamError) in try takeOutput(&c) }
-            let fallbackTaken = control.withLock { $0.usingNullFallback }
-            let opened: OpenedOutput
-            do throws(StreamError) {
-                opened = try openDevice(output, for: last.format, preferring: last.width, nullFallbackTaken: fallbackTaken)
-            } catch {
-                control.withLock { $0.output = output }
-                throw error
-            }
-            control.withLock { c in installOutput(&c, opened, for: last.format, preferring: last.width) }
+            try reopenReleasingControl(for: last.format, preferring: last.width)
             return true
         }
     }

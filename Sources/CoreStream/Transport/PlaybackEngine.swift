@@ -308,7 +308,7 @@ public final class PlaybackEngine: @unchecked Sendable {
             }
         }
         guard taken != nil else {
-            throw StreamError(.outputUnavailable, "\(path): the output is being reopened after a loss; try again when it is back")
+            throw StreamError(.outputUnavailable, "\(path): the output is being reopened; try again once it is open")
         }
         ProcessTuning.releaseFreeMemory()
         onEvent(.trackStarted(decoder.info))
@@ -747,11 +747,23 @@ public final class PlaybackEngine: @unchecked Sendable {
     }
 
     func stopRenderThread(_ c: inout Control) {
-        guard let t = c.renderThread else { return }
+        joinRenderThread(askRenderThreadToStop(&c))
+    }
+
+    /// The render thread told to quit and taken out of the state, to be joined by
+    /// ``joinRenderThread(_:)``, with `control` let go if need be: a render thread in a
+    /// write to a sound server that hangs returns only when the server does.
+    func askRenderThreadToStop(_ c: inout Control) -> PThread? {
+        guard let t = c.renderThread else { return nil }
         shared.quit.store(true, ordering: .relaxed)
         EventFD.signal(shared.renderWake)
-        t.join()
         c.renderThread = nil
+        return t
+    }
+
+    func joinRenderThread(_ thread: PThread?) {
+        guard let t = thread else { return }
+        t.join()
         shared.quit.store(false, ordering: .relaxed)
         shared.realtimeResult.store(-1, ordering: .relaxed)
         // The render thread acknowledged nothing it will never see: align the flush counters.

@@ -20,6 +20,7 @@ extension Player {
     /// typed error after. Control thread.
     func openedFile(_ path: String) throws -> AudioDecoder {
         ControlThread.check()
+        if let kept = keptDecoder(path) { return kept }
         if let done = openedFiles.removeValue(forKey: path) { return try done.get().value }
         if let sync = try startOpening(path) { return sync }
         throw PlayerError(.workPending, "playing \(path): waiting for the file to open")

@@ -178,6 +178,78 @@ extension Player {
         throw PlayerError(.workPending, "waiting for the output to be reopened")
     }
 
+    /// Before a request's play of `decoder` (opened from `path`): when its track needs
+    /// the device in another format, the device is reopened on a worker first
+    /// (``PlaybackEngine/openOutput(for:preferring:)``; issue 38: the open of a sound
+    /// server that hangs stopped every client) and the request waits (`workPending`).
+    /// Run again, it finds the decoder kept here (``keptDecoder(_:)``) and the device
+    /// open in its format, or the reopen's error. A play of another track while one is
+    /// under way waits for it too. Control thread.
+    func awaitDevice(for decoder: AudioDecoder, path: String) throws {
+        ControlThread.check()
+        if let f = formatReopen {
+            guard let result = f.result else {
+                throw PlayerError(.workPending, "waiting for the output to be reopened")
+            }
+            formatReopen = nil
+            if f.path == path {
+                try result.get()
+                if !engine.needsReopen(for: decoder) { return }
+            }
+        }
+        guard recovery == nil, engine.needsReopen(for: decoder) else { return }
+        let engine = self.engine, post = self.post
+        let format = PCMFormat(sampleRate: decoder.info.sampleRate, channels: decoder.info.channels)
+        let width = decoder.info.preferredDeviceFormat
+        formatReopen = (path, Handoff(decoder), nil)
+        let reopen: @Sendable () -> Void = {
+            let result = Result { () throws(StreamError) in try engine.openOutput(for: format, preferring: width) }
+            post { [weak self] in self?.formatReopened(path, result) }
+        }
+        guard PThread.detached(name: "playd-reopen", reopen) else {
+            formatReopen = nil  // no thread to be had: the play reopens it here, as before
+            return
+        }
+        throw PlayerError(.workPending, "waiting for the output to be reopened for \(format.sampleRate) Hz")
+    }
+
+    /// The decoder kept for `path` while the device was reopened for it. Control thread.
+    func keptDecoder(_ path: String) -> AudioDecoder? {
+        guard let f = formatReopen, f.path == path, f.result != nil else { return nil }
+        return f.decoder.value
+    }
+
+    /// The worker's reopen is back: the requests waiting for it run again. Control thread.
+    func formatReopened(_ path: String, _ result: Result<Void, StreamError>) {
+        ControlThread.check()
+        guard formatReopen?.path == path, formatReopen?.result == nil else { return }
+        formatReopen?.result = result
+        if case .failure(let e) = result {
+            logger.warning("the output could not be reopened for a track's format", metadata: ["track.path": "\(path)", "error": "\(e.message)"])
+        }
+        resumeParked()
+    }
+
+    /// At the end of the turn the reopen came back in, after the sessions' requests ran
+    /// again: a queue entry or a stream that waited without a session goes on; a reopen
+    /// nobody took (its client hung up) leaves the engine stopped, since what played was
+    /// let go of for it. From ``flush()``.
+    func retryFormatReopen() {
+        guard let f = formatReopen, f.result != nil else { return }
+        if let a = autoPlay, a.awaited == f.path, let i = queue.index(ofID: a.start) {
+            autoPlay = nil
+            playEntryLater(i)
+        }
+        if let (serial, result) = deferredStreamOpen, streamOpening?.url == f.path {
+            deferredStreamOpen = nil
+            streamOpened(serial, result)
+        }
+        if let left = formatReopen, left.result != nil {
+            formatReopen = nil
+            if case .success = left.result { engine.stop() }
+        }
+    }
+
     /// What waited for the reopen without a session to run it again: a queue entry
     /// played by a track's end or a delete (``autoPlay``; a session's own request ran
     /// again first and took it), a stream that opened meanwhile (``deferredStreamOpen``).

@@ -157,6 +157,7 @@ extension Player {
         } else {
             try awaitOutput()
             let decoder = try openedFile(path)
+            try awaitDevice(for: decoder, path: path)
             cancelStreamOpening()
             if let s = atSeconds {
                 try engine.play(decoder: decoder, fromSeconds: s)

@@ -251,6 +251,7 @@ extension Player {
                     // After an output loss the device reopens on a worker first.
                     try awaitOutput()
                     decoder = try openedFile(e.path)
+                    try awaitDevice(for: decoder, path: e.path)
                 } catch let p as PlayerError where p.code == .workPending {
                     autoPlay = (queue.entries[index].id, e.path)
                     waiting = true

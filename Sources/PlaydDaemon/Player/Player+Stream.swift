@@ -75,10 +75,12 @@ extension Player {
     func streamOpened(_ serial: Int, _ opened: Result<Handoff<AudioDecoder>, StreamError>) {
         guard let o = streamOpening, o.serial == serial else { return }  // superseded: dropped
         var result = opened
-        if case .success = opened {
-            // The output lost: its reopen runs on a worker, and this plays after it.
+        if case .success(let decoder) = opened {
+            // The output lost, or in another format: its reopen runs on a worker, and
+            // this plays after it.
             do {
                 try awaitOutput()
+                try awaitDevice(for: decoder.value, path: o.url)
             } catch let p as PlayerError where p.code == .workPending {
                 deferredStreamOpen = (serial, opened)
                 return

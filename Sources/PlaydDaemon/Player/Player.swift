@@ -183,6 +183,10 @@ public final class Player: @unchecked Sendable {
     /// An output reopen ended this turn: what waited for it without a session goes on
     /// in ``flush()``, after the sessions' requests have run again. Control thread.
     var outputReopenEnded = false
+    /// The device reopened on a worker for a play whose track is in another format
+    /// (Player+Output.swift, ``awaitDevice(for:path:)``): the track's decoder, kept for
+    /// the play that runs again, and the reopen's result once it is back. Control thread.
+    var formatReopen: (path: String, decoder: Handoff<AudioDecoder>, result: Result<Void, StreamError>?)?
     var openSerial = 0
     /// Queue entries in a row whose stream could not be opened (stops a queue of dead
     /// URLs going round for ever). Control thread.
@@ -370,6 +374,7 @@ public final class Player: @unchecked Sendable {
         retryNextOpen()
         retryAdmittingAnnouncements()
         retryOutputRecovery()
+        retryFormatReopen()
         retryRestore()
         collectedSources.removeAll()
         openedFiles.removeAll()
