@@ -65,6 +65,39 @@ struct ALSATests {
         #expect(negotiated.fallbacks.count == 2 && negotiated.fallbacks[0].hasPrefix("hw:9: snd_pcm_open() failed"), "\(negotiated.fallbacks)")
     }
 
+    /// The render thread of a paced output runs SCHED_FIFO (the tests run as root, as
+    /// the unit's LimitRTPRIO allows); an unpaced one (a WAV rendered as fast as it
+    /// decodes) has no deadline and stays at normal priority: at FIFO 50 it ran ahead
+    /// of PulseAudio's RR 5 thread for the length of a render. Read from the kernel
+    /// (/proc/self/task/TID/stat, field 41), not from playd's own report.
+    @Test(arguments: [("null", 1), ("wav:WAV?pace=off", 0)])
+    func onlyAPacedOutputRunsInRealTime(_ spec: String, _ policy: Int) throws {
+        func renderThreads() -> [String: Int] {
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+            var found: [String: Int] = [:]
+            for t in tasks {
+                guard let comm = try? String(contentsOfFile: "/proc/self/task/\(t)/comm", encoding: .utf8),
+                      comm.trimmingCharacters(in: .whitespacesAndNewlines) == "playd-render",
+                      let stat = try? String(contentsOfFile: "/proc/self/task/\(t)/stat", encoding: .utf8),
+                      let close = stat.lastIndex(of: ")") else { continue }
+                // Fields after the name start at field 3; the policy is field 41.
+                let fields = stat[stat.index(after: close)...].split(separator: " ")
+                if fields.count > 38, let p = Int(fields[38]) { found[t] = p }
+            }
+            return found
+        }
+        let dir = NSTemporaryDirectory() + "playd-rt-\(getpid())"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let before = Set(renderThreads().keys)
+        let e = engine(spec.replacingOccurrences(of: "WAV", with: dir + "/out.wav"))
+        defer { e.shutdown() }
+        try e.play(path: Fixtures.named("flac-44100-2.flac").path)
+        // The render thread lives while the output is open, the track's end included.
+        let new = renderThreads().filter { !before.contains($0.key) }
+        #expect(new.count == 1 && new.values.first == policy, "new render threads and their policies: \(new)")
+    }
+
     @Test(arguments: ["bogus", "alsa:", "wav:", "null?pace=maybe", "null?buffer_time=0", "null?color=red",
                       "null?buffer_time=100&period_time=200", "null:x", "alsa?pace=off", "fifo:/tmp/x", "nullx"])
     func badSpecsAreRefused(_ spec: String) {

@@ -122,13 +122,44 @@ final class DaemonHarness {
     /// thread does): with CI's other test process writing captures, 20 s once ran out.
     func waitForScan(sourceLocation: SourceLocation = #_sourceLocation) -> Int? {
         var songs: Int?
+        var last: JSON?
         let ended = waitFor(seconds: 120) {
-            guard let lib = request("status")?["library"], lib["updating"]?.boolValue == false else { return false }
+            last = request("status")
+            guard let lib = last?["library"], lib["updating"]?.boolValue == false else { return false }
             songs = lib["songs"]?.numberValue.map { Int($0) }
             return songs != nil
         }
-        if !ended { Issue.record("no library scan ended; playd's log:\n\(log.suffix(4000))", sourceLocation: sourceLocation) }
+        if !ended {
+            // What to look at next time (this ran out twice in CI, never here): whether
+            // status answered, and where each of playd's threads stood.
+            let answer: String = last.map { "\($0["library"] ?? .null)" } ?? "no answer"
+            let report: String = threadReport()
+            let tail = String(log.suffix(4000))
+            Issue.record("no library scan ended; last status: \(answer)\nthreads:\n\(report)\nplayd's log:\n\(tail)",
+                         sourceLocation: sourceLocation)
+        }
         return songs
+    }
+
+    /// Each of playd's threads: name, state, scheduling policy and nice, and the kernel
+    /// function it waits in (from /proc, so it works on a process that hangs).
+    func threadReport() -> String {
+        guard let p = process, p.isRunning else { return "(not running)" }
+        let base = "/proc/\(p.processIdentifier)/task"
+        let tasks = ((try? FileManager.default.contentsOfDirectory(atPath: base)) ?? []).sorted()
+        return tasks.map { t in
+            let comm = (try? String(contentsOfFile: "\(base)/\(t)/comm", encoding: .utf8))?
+                .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
+            let wchan = (try? String(contentsOfFile: "\(base)/\(t)/wchan", encoding: .utf8)) ?? "?"
+            var state = "?", policy = "?", nice = "?"
+            if let stat = try? String(contentsOfFile: "\(base)/\(t)/stat", encoding: .utf8),
+               let close = stat.lastIndex(of: ")") {
+                // After the name: field 3 (state) is index 0, 19 (nice) 16, 41 (policy) 38.
+                let f = stat[stat.index(after: close)...].split(separator: " ")
+                if f.count > 38 { state = String(f[0]); nice = String(f[16]); policy = String(f[38]) }
+            }
+            return "  \(t) \(comm) state \(state) policy \(policy) nice \(nice) wchan \(wchan)"
+        }.joined(separator: "\n")
     }
 
     func waitFor(seconds: Double = 10, _ condition: () -> Bool) -> Bool {

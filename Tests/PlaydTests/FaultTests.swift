@@ -50,6 +50,66 @@ final class PulseOutage {
 
     deinit { _ = try? Shell.run([Fixtures.repositoryRoot.path + "/scripts/pulse", "stop", pulseDir]) }
 
+    /// Waits (20 s, a hang guard) until `file` plays, 0.3 s of it heard; the last status.
+    @discardableResult
+    func expectPlays(_ file: String, sourceLocation: SourceLocation = #_sourceLocation) -> JSON? {
+        var s: JSON?
+        #expect(d.waitFor(seconds: 20) {
+            s = d.request("status")
+            return s?["file"]?.stringValue == file && s?["state"]?.stringValue == "playing" && (s?["position"]?.numberValue ?? 0) > 0.3
+        }, "the play did not play: \(s?.text ?? "no status")\n\(d.log.suffix(1500))", sourceLocation: sourceLocation)
+        return s
+    }
+
+    /// A 30 s stereo tone, another track than the outage's (at 44.1 kHz: at 48 kHz its
+    /// play needs the device reopened).
+    func otherTrack(rate: Int = 44_100) throws -> String {
+        let path = d.dir + "/other-\(rate).flac"
+        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=660:duration=30:sample_rate=\(rate)", "-ac", "2", path])
+        return path
+    }
+
+    /// The server killed and started again, then stopped (SIGSTOP) before the device is
+    /// back: returns once an attempt to reopen has begun, and hangs in its open.
+    func lossThenAServerThatHangs() throws {
+        killPulse()
+        try #require(waitEvent("output_lost", seconds: 10) != nil, "no output_lost event")
+        try startPulse()
+        try #require(kill(pulsePid, SIGSTOP) == 0)
+        try awaitAnAttemptBegun()
+    }
+
+    /// The server stopped (SIGSTOP) while it plays, 20 clients polling (round 0 asked),
+    /// and a client that has sent `play` of `path` (id 7).
+    func stopTheServerAndPlay(_ path: String) throws -> (SlowDiskTests.Pollers, LineClient) {
+        try #require(kill(pulsePid, SIGSTOP) == 0)
+        let pollers = try SlowDiskTests.Pollers(d)
+        pollers.poll(0)
+        let player = try LineClient(path: d.socket)
+        #expect(player.send(#"{"id":7,"cmd":"play","path":"\#(path)"}"#))
+        return (pollers, player)
+    }
+
+    /// Waits until an attempt to reopen begins after this call. Attempts counted by now
+    /// may have met the server dead or still starting; one begun after this read meets
+    /// it as it is now (stopped: it hangs in the open). Each status meanwhile must be
+    /// answered (a control thread in that open fails the #require); 30 s is a hang
+    /// guard, the backoff's fourth attempt comes 15 s after the loss.
+    func awaitAnAttemptBegun() throws {
+        func attempts() throws -> Int {
+            let s = try #require(d.request("status"), "status was not answered while the output was reopened")
+            return Int(s["output_error"]?["attempts"]?.numberValue ?? -1)
+        }
+        let before = try attempts()
+        try #require(before >= 0, "the output is not reported lost")
+        var begun = false
+        for _ in 0..<300 where !begun {
+            begun = try attempts() > before
+            if !begun { usleep(100_000) }
+        }
+        try #require(begun, "no attempt began after the server stopped: \(d.log.suffix(1500))")
+    }
+
     /// Starts a private PulseAudio in `dir` with scripts/pulse; its pid.
     private static func launchPulse(_ dir: String) throws -> Int32 {
         let r = try Shell.run([Fixtures.repositoryRoot.path + "/scripts/pulse", "start", dir])
@@ -183,30 +243,10 @@ struct FaultTests {
     @Test func aSoundServerHungInTheReopenLeavesEveryoneElseServed() throws {
         let o = try PulseOutage.make()
         defer { o.d.kill9() }
-        let other = o.d.dir + "/other.flac"
-        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=660:duration=30", "-ac", "2", other])
-        o.killPulse()
-        try #require(o.waitEvent("output_lost", seconds: 10) != nil, "no output_lost event")
-        try o.startPulse()
+        let other = try o.otherTrack()
+        defer { kill(o.pulsePid, SIGCONT) }  // the server started again
+        try o.lossThenAServerThatHangs()
         let pulse = o.pulsePid
-        try #require(kill(pulse, SIGSTOP) == 0)
-        defer { kill(pulse, SIGCONT) }
-        // Attempts counted by now may have met the server dead or still starting; one
-        // begun after this read meets it stopped, and hangs in the open. Each status
-        // meanwhile must be answered (a control thread in that open fails the #require);
-        // 30 s is a hang guard, the backoff's fourth attempt comes 15 s after the loss.
-        func attempts() throws -> Int {
-            let s = try #require(o.d.request("status"), "status was not answered while the output was reopened")
-            return Int(s["output_error"]?["attempts"]?.numberValue ?? -1)
-        }
-        let before = try attempts()
-        try #require(before >= 0, "the output is not reported lost")
-        var hung = false
-        for _ in 0..<300 where !hung {
-            hung = try attempts() > before
-            if !hung { usleep(100_000) }
-        }
-        try #require(hung, "no attempt began after the server stopped: \(o.d.log.suffix(1500))")
         let pollers = try SlowDiskTests.Pollers(o.d)
         pollers.poll(0)
         // A play now waits for the attempt under way; the others are still served.
@@ -235,26 +275,74 @@ struct FaultTests {
     @Test func aPlayInAnotherFormatWhileTheSoundServerHangsLeavesEveryoneElseServed() throws {
         let o = try PulseOutage.make()
         defer { o.d.kill9() }
-        let other = o.d.dir + "/other-48k.flac"
-        try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=660:duration=30:sample_rate=48000", "-ac", "2", other])
+        let other = try o.otherTrack(rate: 48_000)
         let pulse = o.pulsePid
-        try #require(kill(pulse, SIGSTOP) == 0)
         defer { kill(pulse, SIGCONT) }
-        let pollers = try SlowDiskTests.Pollers(o.d)
-        pollers.poll(0)
-        let player = try LineClient(path: o.d.socket)
-        #expect(player.send(#"{"id":7,"cmd":"play","path":"\#(other)"}"#))
+        let (pollers, player) = try o.stopTheServerAndPlay(other)
         for round in 1..<3 { pollers.poll(round) }
         try #require(kill(pulse, SIGCONT) == 0)
         let answer = try #require(player.readLine(timeoutMillis: 60_000).flatMap { try? JSON.parse($0) },
                                   "the play was never answered: \(o.d.log.suffix(1500))")
         #expect(answer["ok"] == .bool(true), "\(answer.text)")
+        let s = o.expectPlays(other)
+        #expect(s?["output"]?["sample_rate"]?.numberValue == 48000, "the device was not reopened at the track's rate: \(s?.text ?? "")")
+    }
+
+    /// A sound server that never answers the device's reopen (stopped with SIGSTOP and
+    /// left so): the play that waits for it is answered `timed_out` after 30 s, as a
+    /// file whose open hangs is, not never; a play that needs the device while the
+    /// worker is still in that open is answered at once; once the server answers, the
+    /// same play plays. Clients are served throughout.
+    @Test func aReopenThatNeverEndsIsAnsweredTimedOut() throws {
+        let o = try PulseOutage.make()
+        defer { o.d.kill9() }
+        let other = try o.otherTrack(rate: 48_000)
+        let pulse = o.pulsePid
+        defer { kill(pulse, SIGCONT) }
+        let (pollers, player) = try o.stopTheServerAndPlay(other)
+        // 90 s: a hang guard over the 30 s timeout.
+        let answer = try #require(player.readLine(timeoutMillis: 90_000).flatMap { try? JSON.parse($0) },
+                                  "the play was never answered: \(o.d.log.suffix(1500))")
+        #expect(answer["id"]?.numberValue == 7 && answer["error"]?["code"]?.stringValue == "timed_out", "\(answer.text)")
+        pollers.poll(1)
+        // The worker is still in the open: another play of that format is answered now.
+        let again = o.d.request("play", ("path", .string(other)))
+        #expect(again?["error"]?["code"]?.stringValue == "timed_out", "\(again?.text ?? "no answer")")
+        try #require(kill(pulse, SIGCONT) == 0)
+        #expect(o.d.waitFor(seconds: 30) { o.d.request("play", ("path", .string(other)))?["ok"] == .bool(true) },
+                "the play never went through once the server answered: \(o.d.log.suffix(1500))")
+        #expect(o.expectPlays(other)?["output"]?["sample_rate"]?.numberValue == 48000)
+    }
+
+    /// The same after an output loss: the attempt to reopen meets a server that never
+    /// answers; a play waiting for it is answered `timed_out`, one made while the
+    /// attempt still hangs is answered at once, and once the server answers the device
+    /// is back and the track heard at the loss resumes (the plays were answered, so
+    /// none of them is what plays).
+    @Test func aReopenAfterALossThatNeverEndsIsAnsweredTimedOut() throws {
+        let o = try PulseOutage.make()
+        defer { o.d.kill9() }
+        let heardFile = try #require(o.d.request("status")?["file"]?.stringValue, "nothing plays before the loss")
+        let other = try o.otherTrack()
+        defer { kill(o.pulsePid, SIGCONT) }  // the server started again
+        try o.lossThenAServerThatHangs()
+        let pulse = o.pulsePid
+        let player = try LineClient(path: o.d.socket)
+        #expect(player.send(#"{"id":7,"cmd":"play","path":"\#(other)"}"#))
+        let answer = try #require(player.readLine(timeoutMillis: 90_000).flatMap { try? JSON.parse($0) },
+                                  "the play was never answered: \(o.d.log.suffix(1500))")
+        #expect(answer["id"]?.numberValue == 7 && answer["error"]?["code"]?.stringValue == "timed_out", "\(answer.text)")
+        let status = o.d.request("status")
+        #expect(status?["output_error"]?["code"]?.stringValue == "timed_out", "\(status?.text ?? "no answer")")
+        let again = o.d.request("play", ("path", .string(other)))
+        #expect(again?["error"]?["code"]?.stringValue == "timed_out", "\(again?.text ?? "no answer")")
+        try #require(kill(pulse, SIGCONT) == 0)
+        try #require(o.waitEvent("output_restored", seconds: 60) != nil, "no output_restored event: \(o.d.log.suffix(1500))")
         var s: JSON?
         #expect(o.d.waitFor(seconds: 20) {
             s = o.d.request("status")
-            return s?["file"]?.stringValue == other && s?["state"]?.stringValue == "playing" && (s?["position"]?.numberValue ?? 0) > 0.3
-        }, "the play did not play: \(s?.text ?? "no status")\n\(o.d.log.suffix(1500))")
-        #expect(s?["output"]?["sample_rate"]?.numberValue == 48000, "the device was not reopened at the track's rate: \(s?.text ?? "")")
+            return s?["file"]?.stringValue == heardFile && s?["state"]?.stringValue == "playing"
+        }, "what was heard did not resume: \(s?.text ?? "no status")\n\(o.d.log.suffix(1500))")
     }
 
     /// A `stop` while the device is gone is kept: when it comes back nothing resumes.

@@ -90,7 +90,9 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     /// heard when the device has played up to here (what follows is silence or an
     /// announcement alone). Render thread only.
     private var pauseEndDevice = 0
-    private var drainDeadline: UInt64 = 0
+    /// A drain's bounds (the end of a track, or of an announcement alone): see
+    /// ``playedOut()``. Render thread only.
+    private var drainBounds = DrainBounds()
     private var publishCountdown = 0
     /// Nothing has been written to the device since it was last dropped and prepared (or
     /// opened): a flush then has nothing to drop, and skips the reset. Through ALSA's
@@ -200,7 +202,12 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     // MARK: - Loop
 
     mutating func run() {
-        shared.realtimeResult.store(clinux_request_fifo(50), ordering: .relaxed)
+        // Only an output with a deadline gets SCHED_FIFO. An unpaced one (a WAV file
+        // rendered as fast as it comes) has none, and at priority 50 it ran ahead of
+        // PulseAudio's own thread (RR 5) and of every normal thread on its core for the
+        // length of a render: in a CI run with two test processes side by side, a pulse
+        // recording in one lost frames and a library scan in the other never ended.
+        shared.realtimeResult.store(output.isRealTime ? clinux_request_fifo(50) : -2, ordering: .relaxed)
         while !shared.quit.load(ordering: .relaxed) {
             if handleFlush() { continue }
             if handleSplice() { continue }
@@ -337,7 +344,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         lowWaterSignalled = false
         // With the ramp queued, a pause that follows waits for it to play, then drops.
         pausedDeviceIdle = !rampQueued
-        drainDeadline = 0
+        drainBounds = DrainBounds()
         publishCountdown = 0
         ackedFlush = request
         shared.flushAck.store(request, ordering: .releasing)  // the ring is empty: the reader may refill
@@ -371,7 +378,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             if state == .draining {
                 // The end it was draining towards was spliced away.
                 state = .running
-                drainDeadline = 0
+                drainBounds = DrainBounds()
                 publishState()
             }
         }
@@ -410,7 +417,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             shared.endIndex.store(Int.max, ordering: .relaxed)
             if state == .draining {
                 state = .running
-                drainDeadline = 0
+                drainBounds = DrainBounds()
                 publishState()
             }
             lowWaterSignalled = false
@@ -471,7 +478,7 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
         gainTarget = 1
         state = .running
         voiceLeftDeviceRunning = false
-        drainDeadline = 0
+        drainBounds = DrainBounds()
         publishCountdown = 0
         publishState()
     }
@@ -635,21 +642,42 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     /// After an announcement played with no music: let the device play it out, then
     /// stop it (as the end of a track does), rather than let it run dry.
     private mutating func settleAfterVoice() {
+        guard playedOut() else { return }
+        dropDevice()
+        voiceLeftDeviceRunning = false
+    }
+
+    /// Whether the device has played what it was given, waiting one step if not (the
+    /// caller returns to the loop, which answers a command first). Bounded by how long
+    /// the queue takes to play plus 150 ms: some devices (ALSA's pulse plugin) keep
+    /// reporting a delay once the stream has run dry. Once the delay reads zero it waits
+    /// 20 ms more before the caller drops the device: the pulse plugin's delay is
+    /// PulseAudio's latency interpolated between timing updates, and it read zero with
+    /// the last 55 frames (1.1 ms) still in the server in a loaded CI run on 2026-11-27,
+    /// so the drop cut the track's end. A device given nothing waits for nothing.
+    private mutating func playedOut() -> Bool {
         let queued = output.delay()
         let now = monotonicNanoseconds()
-        if drainDeadline == 0 {
-            // Bounded as a drain is: the pulse plugin reports a delay once run dry.
-            drainDeadline = now + UInt64(FrameTime.rescale(Int64(max(0, queued)), 1_000_000_000, Int64(format.pcm.sampleRate))) + 150_000_000
+        if drainBounds.deadline == 0 {
+            drainBounds.deadline = now + UInt64(FrameTime.rescale(Int64(max(0, queued)), 1_000_000_000, Int64(format.pcm.sampleRate))) + 150_000_000
+            drainBounds.tail = queued > 0 ? 20_000_000 : 0
         }
-        if queued > 0 && now < drainDeadline {
+        if queued > 0 && now < drainBounds.deadline {
             let ns = Int(FrameTime.rescale(Int64(queued), 1_000_000_000, Int64(format.pcm.sampleRate)))
             EventFD.wait(shared.renderWake, timeoutNanoseconds: min(ns + 1_000_000, 100_000_000))
             feedPlayed()
-            return
+            return false
         }
-        drainDeadline = 0
-        dropDevice()
-        voiceLeftDeviceRunning = false
+        if drainBounds.tail > 0 {
+            if drainBounds.tailEnd == 0 { drainBounds.tailEnd = now + drainBounds.tail }
+            if now < drainBounds.tailEnd {
+                EventFD.wait(shared.renderWake, timeoutNanoseconds: Int(drainBounds.tailEnd - now))
+                feedPlayed()
+                return false
+            }
+        }
+        drainBounds = DrainBounds()
+        return true
     }
 
     /// Pause: take back what the device has queued but not played (when it can rewind),
@@ -766,26 +794,15 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
     private mutating func drain() {
         if voice.busy {
             // The music ended under an announcement: the clip plays on, then the end.
-            drainDeadline = 0
+            drainBounds = DrainBounds()
             renderVoicePeriod()
             return
         }
-        let queued = output.delay()
-        let now = monotonicNanoseconds()
-        if drainDeadline == 0 {
-            output.startIfPrepared()
-            // Some devices (ALSA's pulse plugin) keep reporting a delay once the stream has
-            // run dry, so the drain is also bounded by how long the queue takes to play.
-            drainDeadline = now + UInt64(FrameTime.rescale(Int64(queued), 1_000_000_000, Int64(format.pcm.sampleRate))) + 150_000_000
-        }
-        if queued > 0 && now < drainDeadline {
-            let ns = Int(FrameTime.rescale(Int64(queued), 1_000_000_000, Int64(format.pcm.sampleRate)))
-            EventFD.wait(shared.renderWake, timeoutNanoseconds: min(ns + 1_000_000, 100_000_000))
-            feedPlayed()
+        if drainBounds.deadline == 0 { output.startIfPrepared() }
+        guard playedOut() else {
             publishHeard(advancing: true)
             return
         }
-        drainDeadline = 0
         dropDevice()
         publishHeard(advancing: false)
         shared.endedGeneration.store(generation, ordering: .releasing)
@@ -1066,4 +1083,15 @@ struct RenderLoop<Output: AudioOutput>: ~Copyable {
             lowWaterSignalled = false
         }
     }
+}
+
+/// How long a drain may wait for the device to play out, in monotonic nanoseconds (0:
+/// not yet set). Written by the render thread only.
+struct DrainBounds {
+    /// When the queue should have played, plus 150 ms.
+    var deadline: UInt64 = 0
+    /// How long to wait once the delay reads zero (0 when nothing was queued).
+    var tail: UInt64 = 0
+    /// When that wait ends (0: the delay has not yet read zero).
+    var tailEnd: UInt64 = 0
 }

@@ -224,7 +224,8 @@ public final class RenderShared: @unchecked Sendable {
     /// The generation whose last frame the device has played. Written by render (release).
     public let endedGeneration = Atomic<UInt64>(0)
     /// pthread_setschedparam(SCHED_FIFO) result on the render thread: 0 granted, else the
-    /// errno; -1 before the thread started. Written by render once.
+    /// errno; -1 before the thread started; -2 not asked (an unpaced output, which has no
+    /// deadline). Written by render once.
     public let realtimeResult = Atomic<Int32>(-1)
     /// When the first frame of generation `firstWrittenGeneration` went to the device
     /// (CLOCK_MONOTONIC ns). Render stores the time (relaxed), then the generation

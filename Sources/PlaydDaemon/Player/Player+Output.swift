@@ -21,6 +21,11 @@ struct OutputRecovery {
     /// A client's play waits for the attempt under way: if the device comes back, that
     /// play is what plays, and what was heard at the loss is not resumed.
     var playWaiting = false
+    /// When the attempt under way began, and whether it has run past
+    /// ``Player/outputReopenTimeoutSeconds`` (its plays were answered `timed_out`; the
+    /// worker is still in the device's open, and no other attempt starts until it is back).
+    var attemptStarted: UInt64 = 0
+    var timedOut = false
 
     /// Seconds between attempts: quick at first (a sound server restarting), then
     /// sparse, so a device that stays away costs nothing.
@@ -30,7 +35,52 @@ struct OutputRecovery {
     }
 }
 
+/// The device reopened on a worker for a play whose track is in another format
+/// (``Player/awaitDevice(for:path:)``). Owned by the control thread.
+struct FormatReopen {
+    let path: String
+    /// The track's decoder, kept for the play that runs again.
+    let decoder: Handoff<AudioDecoder>
+    /// The reopen's result once it is back (or timed out).
+    var result: Result<Void, StreamError>?
+    let startedAt: UInt64
+}
+
 extension Player {
+    /// How long a play waits for the device's reopen before it is answered `timed_out`,
+    /// as a file's open (``fileOpenTimeoutSeconds``): a sound server that accepts the
+    /// connection and never answers (a PulseAudio stopped while it restarts) holds the
+    /// ALSA plugin's open for ever, measured with `aplay -D pulse`.
+    static let outputReopenTimeoutSeconds: UInt64 = 30
+
+    /// From the tick: a reopen under way for longer than ``outputReopenTimeoutSeconds``
+    /// answers the plays waiting for it with `timed_out`; the worker stays in the open
+    /// (nothing can cancel it) and its result, if it ever comes, is taken as usual.
+    /// Control thread.
+    func reopenTimeoutTick() {
+        let now = monotonicNanoseconds(), limit = Self.outputReopenTimeoutSeconds * 1_000_000_000
+        if let f = formatReopen, f.result == nil, now &- f.startedAt > limit {
+            formatReopen?.result = .failure(Self.reopenTimedOut)
+            formatReopenHung = true
+            logger.warning("the output's reopen for a track's format did not end in time", metadata: ["track.path": "\(f.path)"])
+            resumeParked()
+        }
+        if var r = recovery, r.reopening, !r.timedOut, now &- r.attemptStarted > limit {
+            r.timedOut = true
+            r.error = Self.reopenTimedOut
+            r.failedNow = Self.reopenTimedOut
+            // The plays that waited were answered: what was heard resumes once it is back.
+            r.playWaiting = false
+            recovery = r
+            logger.warning("the output's reopen did not end in time", metadata: ["attempt": "\(r.attempts)"])
+            resumeParked()
+        }
+    }
+
+    static var reopenTimedOut: StreamError {
+        StreamError(.timedOut, "the output did not reopen within \(outputReopenTimeoutSeconds) s (a sound server that does not answer?)")
+    }
+
     /// An `output_failed` error from the engine. Control thread.
     func outputLost(_ error: StreamError) {
         guard recovery == nil else { return }
@@ -88,6 +138,8 @@ extension Player {
         }
         r.attempts += 1
         r.reopening = true
+        r.timedOut = false
+        r.attemptStarted = monotonicNanoseconds()
         r.playWaiting = forPlay
         r.opened = opened
         recovery = r
@@ -108,6 +160,7 @@ extension Player {
         ControlThread.check()
         guard var r = recovery, r.reopening else { return }
         r.reopening = false
+        r.timedOut = false
         let opened = r.playWaiting ? nil : r.opened
         let resumeHeard = r.playWaiting ? nil : r.resume
         r.opened = nil
@@ -167,9 +220,11 @@ extension Player {
     /// was heard is still resumed when the device is back. Control thread.
     func awaitOutput() throws {
         ControlThread.check()
-        guard recovery != nil else { return }
-        if let failed = recovery?.failedNow { throw failed }
-        if recovery?.reopening == false { outputRecoveryTick(forPlay: true) }
+        guard let r = recovery else { return }
+        if let failed = r.failedNow { throw failed }
+        // The attempt under way timed out and is still in the device's open: at once.
+        if r.reopening && r.timedOut { throw r.error }
+        if !r.reopening { outputRecoveryTick(forPlay: true) }
         guard recovery?.reopening == true else {
             if let failed = recovery?.failedNow { throw failed }
             return
@@ -198,10 +253,11 @@ extension Player {
             }
         }
         guard recovery == nil, engine.needsReopen(for: decoder) else { return }
+        if formatReopenHung { throw Self.reopenTimedOut }
         let engine = self.engine, post = self.post
         let format = PCMFormat(sampleRate: decoder.info.sampleRate, channels: decoder.info.channels)
         let width = decoder.info.preferredDeviceFormat
-        formatReopen = (path, Handoff(decoder), nil)
+        formatReopen = FormatReopen(path: path, decoder: Handoff(decoder), result: nil, startedAt: monotonicNanoseconds())
         let reopen: @Sendable () -> Void = {
             let result = Result { () throws(StreamError) in try engine.openOutput(for: format, preferring: width) }
             post { [weak self] in self?.formatReopened(path, result) }
@@ -222,6 +278,7 @@ extension Player {
     /// The worker's reopen is back: the requests waiting for it run again. Control thread.
     func formatReopened(_ path: String, _ result: Result<Void, StreamError>) {
         ControlThread.check()
+        formatReopenHung = false  // one worker at a time: this one is back
         guard formatReopen?.path == path, formatReopen?.result == nil else { return }
         formatReopen?.result = result
         if case .failure(let e) = result {

@@ -186,7 +186,12 @@ public final class Player: @unchecked Sendable {
     /// The device reopened on a worker for a play whose track is in another format
     /// (Player+Output.swift, ``awaitDevice(for:path:)``): the track's decoder, kept for
     /// the play that runs again, and the reopen's result once it is back. Control thread.
-    var formatReopen: (path: String, decoder: Handoff<AudioDecoder>, result: Result<Void, StreamError>?)?
+    var formatReopen: FormatReopen?
+    /// A format reopen's worker is still out though its request was answered: it timed
+    /// out (``reopenTimeoutTick()``), and a sound server that never answers holds it in
+    /// the device's open. A play that needs another reopen is refused meanwhile rather
+    /// than start a worker that would wait behind it. Control thread.
+    var formatReopenHung = false
     var openSerial = 0
     /// Queue entries in a row whose stream could not be opened (stops a queue of dead
     /// URLs going round for ever). Control thread.
@@ -464,6 +469,7 @@ public final class Player: @unchecked Sendable {
         libraryTick()
         ttsTick()
         fileOpenTick()
+        reopenTimeoutTick()
         diskReadTick()
         scheduleTick()
     }
