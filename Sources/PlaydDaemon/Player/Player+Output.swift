@@ -140,6 +140,10 @@ extension Player {
         r.reopening = true
         r.timedOut = false
         r.attemptStarted = monotonicNanoseconds()
+        // While it is under way `status` already counts it, so its `next_retry_ms` says
+        // when the next would come if this one fails (set again from its failure): a
+        // stale 0 here was read in a loaded CI run, as if the backoff had no delay.
+        r.nextAttempt = r.attemptStarted + OutputRecovery.delay(afterAttempts: r.attempts)
         r.playWaiting = forPlay
         r.opened = opened
         recovery = r

@@ -43,7 +43,7 @@ extension Player {
         if NetworkInput.isStreamURL(path) { return try QueueSources.collect(sources, admission: admission, limits: limits) }
         let single = try readOffThread("add\0" + path, what: path) { () -> SingleSource in
             if QueueSources.isFolder(path) { return .folder }
-            return .collected(SingleSource.Outcome(Result { try QueueSources.collect(sources, admission: admission, limits: limits) }))
+            return .collected(ReadOutcome { try QueueSources.collect(sources, admission: admission, limits: limits) })
         }
         switch single {
         case .folder:
@@ -57,13 +57,7 @@ extension Player {
     /// What the read of one `add` source found off the control thread.
     enum SingleSource: Sendable {
         case folder
-        case collected(Outcome)
-        /// @unchecked Sendable: made on the reading thread and only read afterwards, on
-        /// the control thread; its errors are StreamError and PlayerError values.
-        struct Outcome: @unchecked Sendable {
-            let result: Result<QueueSources.Collected, any Error>
-            init(_ result: Result<QueueSources.Collected, any Error>) { self.result = result }
-        }
+        case collected(ReadOutcome<QueueSources.Collected>)
     }
 
     /// Removes the entries in `range` at once: one state write, one notification.
