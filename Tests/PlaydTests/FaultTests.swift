@@ -314,6 +314,25 @@ struct FaultTests {
         #expect(o.expectPlays(other)?["output"]?["sample_rate"]?.numberValue == 48000)
     }
 
+    /// SIGTERM while the reopen after a loss hangs in a sound server that never answers: playd
+    /// saves and exits by itself, with status 0, instead of waiting for the open until
+    /// systemd's kill (the engine's shutdown waited for the reopen's lock for ever).
+    @Test func aStopWhileTheReopenHangsExits() throws {
+        let o = try PulseOutage.make()
+        defer { o.d.kill9() }
+        defer { kill(o.pulsePid, SIGCONT) }  // the server started again
+        // The attempt after the loss connects to a server that never answers: it hangs
+        // in the device's open, holding the engine's reconfigure lock.
+        try o.lossThenAServerThatHangs()
+        // A hang guard, not a bound: SIGKILL after 120 s, which the status shows.
+        let pid = try #require(o.d.process?.processIdentifier)
+        DispatchQueue.global().asyncAfter(deadline: .now() + 120) { kill(pid, SIGKILL) }
+        let (status, _) = o.d.terminate()
+        #expect(o.d.process?.terminationReason == .exit && status == 0,
+                "playd did not exit by itself (status \(status)): \(o.d.log.suffix(1500))")
+        #expect(o.d.log.contains("shutting down while the output's reopen still waits for its device"), "\(o.d.log.suffix(1500))")
+    }
+
     /// The same after an output loss: the attempt to reopen meets a server that never
     /// answers; a play waiting for it is answered `timed_out`, one made while the
     /// attempt still hangs is answered at once, and once the server answers the device

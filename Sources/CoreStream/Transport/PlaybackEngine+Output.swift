@@ -110,7 +110,14 @@ extension PlaybackEngine {
             control.withLock { $0.output = output }
             throw error
         }
-        control.withLock { c in installOutput(&c, opened, for: format, preferring: width) }
+        // Shut down while the open hung (``shutdown()`` stopped waiting for it): nothing
+        // is installed, and what was opened is closed.
+        let installed = control.withLock { c in
+            guard !shutDown.load(ordering: .relaxed) else { return false }
+            installOutput(&c, opened, for: format, preferring: width)
+            return true
+        }
+        if !installed { opened.output.close() }
     }
 
     /// After the output failed (``Status/deviceError``; an `.error` event with

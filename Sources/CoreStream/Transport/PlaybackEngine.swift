@@ -541,6 +541,9 @@ public final class PlaybackEngine: @unchecked Sendable {
     }
 
     /// Fades out, stops the threads and closes the output. Idempotent.
+    /// How long ``shutdown()`` waits for a reopen under way on another thread.
+    static let shutdownReopenGraceNanoseconds: UInt64 = 5_000_000_000
+
     public func shutdown() {
         guard !shutDown.exchange(true, ordering: .relaxed) else { return }
         // Fade: the render thread ramps out over 5 ms and lets the device play it.
@@ -553,16 +556,30 @@ public final class PlaybackEngine: @unchecked Sendable {
             EventFD.wait(shared.readerWake, timeoutNanoseconds: 5_000_000)
         }
         // Under `reconfigure`: a reopen in progress on another thread finishes first,
-        // and none starts waiting for a reader that has quit.
-        reconfigure.withLock { _ in
-            send(.quit)
-            readerThread?.join()
-            readerThread = nil
-            control.withLock { c in
-                stopRenderThread(&c)
+        // and none starts waiting for a reader that has quit. But a reopen whose sound
+        // server never answers holds it for as long as the server does (SIGTERM then
+        // waited for systemd's kill, 90 s): after 5 s the engine quits without it. The
+        // device is out of the state while it is opened, so there is nothing to close;
+        // the worker finds the engine shut down when its open returns, if ever, and
+        // closes what it opened (``reopenReleasingControl(for:preferring:)``).
+        let quit = {
+            self.send(.quit)
+            self.readerThread?.join()
+            self.readerThread = nil
+            self.control.withLock { c in
+                self.stopRenderThread(&c)
                 c.output?.close()
                 c.output = nil
             }
+        }
+        let lockDeadline = monotonicNanoseconds() + Self.shutdownReopenGraceNanoseconds
+        while reconfigure.withLockIfAvailable({ _ in quit() }) == nil {
+            if monotonicNanoseconds() >= lockDeadline {
+                logger.warning("shutting down while the output's reopen still waits for its device")
+                quit()
+                break
+            }
+            EventFD.wait(shared.readerWake, timeoutNanoseconds: 10_000_000)
         }
         stopVoice()
         for feed in configuration.feeds { feed.stop() }

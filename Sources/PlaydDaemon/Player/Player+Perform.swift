@@ -228,13 +228,12 @@ extension Player {
         guard config.mixer != "none" else { throw PlayerError(.noMixer, "the volume is fixed (volume.mixer = \"none\")") }
         var level = currentLevel()
         switch v {
-        // The ranges (0…100, −100…100) are the command specs' argument kinds
-        // (`CommandSpecs.volume`, `volumeChange`), checked once where a client's text is
-        // parsed; here only the cap, clamped.
         case .set(let n):
-            level.volume = min(max(0, n), config.volumeMax)
+            guard (0...100).contains(n) else { throw PlayerError(.invalidArgument, "the volume is a whole number 0…100, not \(n)") }
+            level.volume = min(n, config.volumeMax)
         case .change(let d):
-            level.volume = min(config.volumeMax, max(0, level.volume + max(-100, min(100, d))))
+            guard (-100...100).contains(d) else { throw PlayerError(.invalidArgument, "a volume change is −100…100, not \(d)") }
+            level.volume = min(config.volumeMax, max(0, level.volume + d))
         }
         try applyLevel(level)
     }
