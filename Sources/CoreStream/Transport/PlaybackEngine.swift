@@ -540,10 +540,10 @@ public final class PlaybackEngine: @unchecked Sendable {
         done.wait()
     }
 
-    /// Fades out, stops the threads and closes the output. Idempotent.
     /// How long ``shutdown()`` waits for a reopen under way on another thread.
     static let shutdownReopenGraceNanoseconds: UInt64 = 5_000_000_000
 
+    /// Fades out, stops the threads and closes the output. Idempotent.
     public func shutdown() {
         guard !shutDown.exchange(true, ordering: .relaxed) else { return }
         // Fade: the render thread ramps out over 5 ms and lets the device play it.
