@@ -133,12 +133,15 @@ final class DaemonHarness {
             // What to look at next time (this ran out twice in CI, never here): whether
             // status answered, and where each of playd's threads stood.
             let answer: String = last.map { "\($0["library"] ?? .null)" } ?? "no answer"
-            let report: String = threadReport()
-            let tail = String(log.suffix(4000))
-            Issue.record("no library scan ended; last status: \(answer)\nthreads:\n\(report)\nplayd's log:\n\(tail)",
-                         sourceLocation: sourceLocation)
+            Issue.record("no library scan ended; last status: \(answer)\n\(stuckReport())", sourceLocation: sourceLocation)
         }
         return songs
+    }
+
+    /// Where a daemon that did not get somewhere stands: each thread (``threadReport()``)
+    /// and the end of its log.
+    func stuckReport() -> String {
+        "threads:\n\(threadReport())\nplayd's log:\n\(String(log.suffix(4000)))"
     }
 
     /// Each of playd's threads: name, state, scheduling policy and nice, and the kernel

@@ -73,6 +73,31 @@ struct LibraryTests {
         throw FixtureError("no update event")
     }
 
+    /// A scan opens a connection to the index of its own and closes it when it ends:
+    /// ten updates leave the daemon with the descriptors on `library.db` it had after the
+    /// second (each scan left two open, 2026-11-28: a daemon updated by cron every hour
+    /// ran out of descriptors in a few weeks). Counted by the kernel (/proc/PID/fd).
+    @Test func aScanLeavesNoDescriptorOnTheIndex() throws {
+        let (h, _, _) = try harness()
+        try h.start()
+        #expect(h.waitForScan() == 7)
+        let pid = try #require(h.process?.processIdentifier)
+        func onIndex() -> Int {
+            let dir = "/proc/\(pid)/fd"
+            let fds = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
+            return fds.filter { ((try? FileManager.default.destinationOfSymbolicLink(atPath: "\(dir)/\($0)")) ?? "").contains("library.db") }.count
+        }
+        // SQLite keeps one closed connection's descriptor for the next open while another
+        // connection holds POSIX locks on the file (closing it would drop them): counted
+        // after a second scan, the figure stays.
+        _ = try updateAndWait(h)
+        let before = onIndex()
+        #expect(before > 0, "the control thread's connection")
+        for _ in 0..<10 { _ = try updateAndWait(h) }
+        #expect(onIndex() == before)
+        #expect(h.terminate().status == 0)
+    }
+
     func titles(_ reply: JSON?) -> [String] {
         (reply?["songs"]?.arrayValue ?? []).map { $0["title"]?.stringValue ?? "-" }
     }

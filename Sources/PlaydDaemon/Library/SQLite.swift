@@ -38,7 +38,10 @@ final class SQLiteDatabase {
         sqlite3_exec(handle, "PRAGMA cache_size = -256", nil, nil, nil)
     }
 
-    deinit { sqlite3_close(handle) }
+    // close_v2: were a statement still alive, sqlite3_close would fail and leave the
+    // connection open for ever (its 2 descriptors and page cache: one a scan until
+    // 2026-11-28); the statements hold their connection, so none is.
+    deinit { sqlite3_close_v2(handle) }
 
     /// Runs one or more statements without results.
     func execute(_ sql: String) throws(Error) {
@@ -66,7 +69,9 @@ final class SQLiteDatabase {
     /// A prepared statement: bind, step, read columns, reset for the next use.
     final class Statement {
         let stmt: OpaquePointer
-        unowned let db: SQLiteDatabase
+        /// Held: a statement keeps its connection open until it is finalized (a
+        /// scanner's connection went before its statements and was never closed).
+        let db: SQLiteDatabase
 
         init(_ stmt: OpaquePointer, db: SQLiteDatabase) {
             self.stmt = stmt

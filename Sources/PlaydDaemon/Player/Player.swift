@@ -295,10 +295,7 @@ public final class Player: @unchecked Sendable {
             if !config.allowOutsideRoots, let roots = library?.roots { LocalFile.roots = roots }
             logger.info("library", metadata: ["roots": "\(library!.roots)", "database": "\(dbPath)", "songs": "\(librarySongs)"])
             loudness.attach(LibraryLoudness(databasePath: dbPath))
-            if config.updateOnStart, let job = try? library?.update() { libraryJob = job }
-            // The songs not measured yet: after the scan when one runs (it holds the
-            // index's write lock), else now (what a pass stopped by a restart left).
-            if config.measureLoudness && libraryJob == 0 { loudness.measureLibrary() }
+            // The start-up scan begins in restore(), once `post` carries its end report.
         }
     }
 
@@ -306,6 +303,16 @@ public final class Player: @unchecked Sendable {
     /// position). Call once, after ``post`` is set: the engine's events from here on go
     /// through it.
     public func restore() {
+        // The start-up scan, here and not in init: its end report comes through `post`,
+        // and a scan of a few unchanged files ended before the daemon had set it, so the
+        // report was dropped and `status` said "updating" for ever, the songs unmeasured
+        // (CI, twice in 2026-11: a 3-song library, a loaded machine).
+        if library != nil {
+            if config.updateOnStart, libraryJob == 0, let job = try? library?.update() { libraryJob = job }
+            // The songs not measured yet: after the scan when one runs (it holds the
+            // index's write lock), else now (what a pass stopped by a restart left).
+            if config.measureLoudness && libraryJob == 0 { loudness.measureLibrary() }
+        }
         restoreState()
         // What restoring did is no news to anyone; the state file already says it.
         pendingEvents.removeAll()
