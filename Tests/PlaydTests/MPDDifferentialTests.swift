@@ -256,6 +256,17 @@ struct MPDDifferentialTests {
         Session("count group artist"), Session("count group AlbumArtist"), Session("count group nosuchtag"),
         Session("count group"), Session("count file flac-44100-2.flac group title"),
         Session("count group track"),
+        // The commands only MPD spells, read through the spec kinds (issue 40: they
+        // parsed their words by hand): faults in each kind, MPD's words for each.
+        Session("find artist"), Session("find"), Session("search any"), Session("count artist"),
+        Session("findadd artist"), Session("playlistfind title"), Session("list"),
+        Session("plchanges abc"), Session("plchanges 0 abc"), Session("playlistid abc"), Session("playlistinfo 0:abc"),
+        Session("playlistinfo -1"), Session("playlistinfo 0:"), Session("add flac-44100-2.flac", "playlistinfo -1"),
+        Session("delete -1"), Session("add flac-44100-2.flac", "add flac-48000-1.flac", "delete -1", "playlistinfo"),
+Session("prioid 3 abc"), Session("prio 256 0"), Session("shuffle 5:3"),
+        Session("lsinfo nosuchdir"), Session("listall nosuchdir"), Session("listallinfo nosuchdir"),
+        Session("addid flac-44100-2.flac 5"), Session("addid flac-44100-2.flac abc"), Session("add flac-44100-2.flac abc"),
+        Session("playlistmove a abc 0"), Session("load a abc"), Session("update a b"),
         // Client-to-client messages (one client talking to itself).
         Session("subscribe foo", "channels", #"sendmessage foo "hello world""#, "sendmessage foo again", "readmessages",
                 "readmessages", "unsubscribe foo", "unsubscribe foo", "channels"),
@@ -281,6 +292,8 @@ struct MPDDifferentialTests {
          "playd also takes folder.jpg (and cover.jpeg/webp, folder.png) where MPD 0.23 takes only cover.png/jpg/tiff/bmp"),
         (Session("crossfade 7200", "crossfade 0"), "playd caps the crossfade at an hour (3600 s); MPD takes any unsigned"),
         (Session("urlhandlers"), "playd lists the two it plays, http:// and https://; MPD 0.23 lists 28 (file, ftp, smb, rtsp, …)"),
+        (Session("addid flac-44100-2.flac -1"),
+         "playd takes absolute positions only; MPD 0.23 reads -1 relative to the current song (here: No current song)"),
         (Session("channels"), "playd itself reads the `announce` channel (announcements from MPD clients), so `channels` lists it"),
     ]
 

@@ -118,6 +118,9 @@ struct PlayerTests {
         try FileManager.default.createDirectory(atPath: dir + "/music", withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: Self.long, toPath: dir + "/music/a.flac")
         config.musicRoots = [dir + "/music"]
+        // Else the roots would hold every later test in this process to this folder
+        // (`LocalFile.roots` is the process's).
+        config.allowOutsideRoots = true
         let p = try Player(config: config, logger: logger)
         p.library?.waitForScan()
         let box = Box()

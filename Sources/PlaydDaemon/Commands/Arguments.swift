@@ -40,6 +40,25 @@ public struct ArgumentSpec: Sendable {
         /// exclusive). Its syntax and MPD's 32-bit limits are checked here; whether the
         /// queue has it is the Player's check ("Bad song index").
         case range
+        /// MPD: every word left (the last argument only), each read as `element`; none
+        /// when the argument is optional, else at least one. JSON: none takes it.
+        indirect case list(Kind)
+        /// MPD's song filter, every word left: `TAG VALUE` pairs, or one expression
+        /// `(TAG == 'VALUE')` or `(TAG contains 'VALUE')` joined by ` AND ` (the subset
+        /// the index answers; MPD's own words for the rest). With `grouping`, a trailing
+        /// `group TAG` (MPD's `count`), and no pair at all is the whole library.
+        case filter(grouping: Bool)
+        /// Every word left, as given: `list`'s, whose grammar hangs on its first word
+        /// (MPD's `list album ARTIST`), and `tagtypes`' sub-commands.
+        case words
+
+        /// Whether it takes every word left (MPD), not one.
+        var takesTheRest: Bool {
+            switch self {
+            case .list, .filter, .words: return true
+            default: return false
+            }
+        }
     }
 
     public struct Choice: Sendable {
@@ -75,6 +94,7 @@ public struct ArgumentSpec: Sendable {
         case .seconds(let relative): return relative ? "a number of seconds" : "a number of seconds ≥ 0"
         case .name: return "a string"
         case .range: return "a range \"START:END\""
+        case .list, .filter, .words: return "MPD words (no JSON command takes them)"
         }
     }
 
@@ -93,6 +113,17 @@ public enum ArgumentValue: Sendable, Equatable {
     case text(String)
     /// START, and END (nil: open) when the word was a range.
     case range(Int, Int?, isRange: Bool)
+    case list([ArgumentValue])
+    /// A song filter's terms (tag lowercased), and the tag to group by (MPD's name).
+    case filter([FilterTerm], group: String?)
+    case words([String])
+}
+
+/// One `TAG VALUE` of an MPD song filter.
+public struct FilterTerm: Sendable, Equatable {
+    public var tag: String
+    public var value: String
+    public init(_ tag: String, _ value: String) { self.tag = tag; self.value = value }
 }
 
 /// The arguments of one request, by name, each read through its spec.
@@ -109,6 +140,16 @@ public struct Arguments: Sendable {
         if case .time(let s, let r)? = values[name] { return (s, r) }; return nil
     }
     public func text(_ name: String) -> String? { if case .text(let v)? = values[name] { return v }; return nil }
+    public func list(_ name: String) -> [ArgumentValue] { if case .list(let v)? = values[name] { return v }; return [] }
+    public func filter(_ name: String) -> (terms: [FilterTerm], group: String?)? {
+        if case .filter(let t, let g)? = values[name] { return (t, g) }; return nil
+    }
+    public func words(_ name: String) -> [String] { if case .words(let v)? = values[name] { return v }; return [] }
+    /// A range argument as MPD gave it (START:END), for messages that quote it.
+    public func rangeText(_ name: String) -> String? {
+        guard case .range(let lo, let hi, let isRange)? = values[name] else { return nil }
+        return isRange ? "\(lo):\(hi.map(String.init) ?? "")" : "\(lo)"
+    }
     /// A range argument as queue indices: a single N is N..<N+1, an open END the end of
     /// a queue of `count`. One that ends before it starts names nothing in the queue.
     public func queueRange(_ name: String, count: Int) throws(PlayerError) -> Range<Int>? {
@@ -159,11 +200,44 @@ extension ArgumentSpec {
                 throw PlayerError(.badRequest, "Integer or range expected: \(word)")
             }
             let hi = parts.count == 2 && !parts[1].isEmpty ? Int(parts[1]) : nil
+            // `-1` alone: MPD's old spelling of "all" (its ParseCommandArgRange keeps it).
+            if word == "-1" { return .range(0, nil, isRange: true) }
             guard lo >= 0, (hi ?? 0) >= 0 else { throw PlayerError(.badRequest, "Number is negative: \(word)") }
             // MPD's positions are 32-bit: above that it says "Number too large" (and
             // `lo + 1` stays far from overflowing: `shuffle 9223372036854775807` trapped).
             guard lo <= Int(Int32.max), (hi ?? 0) <= Int(Int32.max) else { throw PlayerError(.invalidArgument, "Number too large: \(word)") }
             return .range(lo, hi, isRange: parts.count == 2)
+        case .list, .filter, .words:
+            return try read(mpd: [word])
+        }
+    }
+
+    /// The words left, read as a kind that takes them all (``Kind/takesTheRest``).
+    func read(mpd words: [String]) throws(PlayerError) -> ArgumentValue {
+        switch kind {
+        case .list(let element):
+            let one = ArgumentSpec(name, element)
+            var out: [ArgumentValue] = []
+            for w in words { out.append(try one.read(mpd: w)) }
+            return .list(out)
+        case .filter(let grouping):
+            var w = words
+            var group: String?
+            if grouping, w.count >= 2, w[w.count - 2] == "group" {
+                let tag = w[w.count - 1]
+                guard let t = MPDCommands.tagTypes.first(where: { $0.name.lowercased() == tag.lowercased() }) else {
+                    throw PlayerError(.badRequest, "Unknown tag type: \(tag)")
+                }
+                group = t.name
+                w.removeLast(2)
+            }
+            let terms = try MPDCommands.filters(w)
+            guard !terms.isEmpty || grouping else { throw PlayerError(.badRequest, "Incorrect number of filter arguments") }
+            return .filter(terms, group: group)
+        case .words:
+            return .words(words)
+        default:
+            return try read(mpd: words.first ?? "")
         }
     }
 
@@ -201,8 +275,9 @@ extension ArgumentSpec {
         case .name:
             guard let s = v.stringValue else { throw PlayerError(.badRequest, must) }
             return .text(s)
-        case .range:
-            // No JSON command takes one (JSON names entries one at a time).
+        case .range, .list, .filter, .words:
+            // No JSON command takes one (JSON names entries one at a time; its `find`
+            // takes tags as members).
             throw PlayerError(.badRequest, must)
         }
     }

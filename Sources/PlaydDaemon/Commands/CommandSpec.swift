@@ -23,8 +23,17 @@ public struct CommandSpec: Sendable {
     public var arguments: [ArgumentSpec]
     /// The reply, encoded by each protocol.
     public var reply: Reply
-    /// What it does, with its arguments read and range-checked. Control thread.
-    public var run: @Sendable (Player, Arguments) throws(PlayerError) -> Void
+    /// What it does, with its arguments read and range-checked, and what it made for
+    /// its reply. Control thread.
+    public var run: @Sendable (Player, Arguments) throws(PlayerError) -> Output
+
+    /// What a command made for its reply (most replies read the player instead).
+    public struct Output: Sendable {
+        /// The reply of a command only MPD spells, whose reply exists only in MPD's
+        /// words (a library listing, `updating_db:`): its lines, made by MPDEncoding.
+        public var lines: [String]
+        public init(lines: [String] = []) { self.lines = lines }
+    }
 
     /// What a command answers with, beyond "done". Each protocol encodes each case
     /// (MPD's control commands answer only `OK`, as MPD's).
@@ -53,6 +62,10 @@ public struct CommandSpec: Sendable {
         case currentSong, stats, volume, replayGainStatus, urlHandlers, decoders
         /// JSON: the schedule now, and the plan of the `day` argument's day.
         case schedule
+        /// MPD's `status`.
+        case status
+        /// MPD: the lines in the command's ``Output`` (a command only MPD spells).
+        case mpdLines
     }
 
     public init(json: String? = nil, mpd: String? = nil, _ permission: MPDSession.Permission,
@@ -63,18 +76,37 @@ public struct CommandSpec: Sendable {
         self.permission = permission
         self.arguments = arguments
         self.reply = reply
-        self.run = run
+        self.run = { p, a throws(PlayerError) in
+            try run(p, a)
+            return Output()
+        }
     }
 
-    /// How many words MPD takes: the required arguments, up to all of them.
+    /// A command only MPD spells whose reply exists only in MPD's words: `lines` makes
+    /// them (with MPDEncoding's helpers), after the arguments are read.
+    public static func mpdLines(_ name: String, _ permission: MPDSession.Permission, _ arguments: [ArgumentSpec] = [],
+                                lines: @escaping @Sendable (Player, Arguments) throws(PlayerError) -> [String]) -> CommandSpec {
+        var spec = CommandSpec(mpd: name, permission, arguments, reply: .mpdLines) { _, _ throws(PlayerError) in }
+        spec.run = { p, a throws(PlayerError) in Output(lines: try lines(p, a)) }
+        return spec
+    }
+
+    /// How many words MPD takes: the required arguments, up to all of them (any number
+    /// when the last takes the words left).
     var mpdArgumentCount: ClosedRange<Int> {
-        arguments.filter { !$0.optional }.count...arguments.count
+        arguments.filter { !$0.optional }.count...(arguments.last?.kind.takesTheRest == true ? Int.max : arguments.count)
     }
 
     /// MPD words read into arguments (the session has checked their count).
     func read(mpd words: [String]) throws(PlayerError) -> Arguments {
         var out = Arguments()
-        for (spec, word) in zip(arguments, words) { out.values[spec.name] = try spec.read(mpd: word) }
+        for (i, spec) in arguments.enumerated() where i < words.count {
+            if spec.kind.takesTheRest {
+                out.values[spec.name] = try spec.read(mpd: Array(words[i...]))
+                break
+            }
+            out.values[spec.name] = try spec.read(mpd: words[i])
+        }
         return out
     }
 

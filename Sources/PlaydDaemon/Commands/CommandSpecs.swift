@@ -7,8 +7,8 @@ import PlaydSessions
 /// whichever protocols spell it; where the two
 /// protocols mean different things by one name (MPD's `repeat 0|1` and JSON's
 /// one-word `repeat`, MPD's `pause [0|1]` and JSON's `pause`) each meaning is its own
-/// row. The rest of the commands are still rows of the protocol tables themselves
-/// (MPDCommands.legacyRows, JSONCommands.legacyTable), moved here one group at a time.
+/// row. The commands only MPD spells are in CommandSpecs+MPD.swift; the JSON commands
+/// not yet specs are rows of JSONCommands.legacyTable.
 public enum CommandSpecs {
     typealias A = ArgumentSpec
 
@@ -32,6 +32,7 @@ public enum CommandSpecs {
                                          mpdRefusal: "Unrecognized direction")
 
     public static let all: [CommandSpec] = reads + outputs + transport + options + level + crossfade + queue + storedPlaylists
+        + mpdOnly
 
     /// What a command only reads: its reply says it all (MPDEncoding, JSONCommands.members).
     static let reads: [CommandSpec] = [
@@ -174,8 +175,11 @@ public enum CommandSpecs {
         CommandSpec(mpd: "playid", .control, [A("id", .index, optional: true)]) { p, a throws(PlayerError) in
             if let id = a.integer("id"), id != -1 { try p.perform(.playID(id)) } else if p.queue.count > 0 { try p.perform(.playQueue) }
         },
+        // `-1` (MPD's old "all") or `0:` on an empty queue deletes nothing, and is OK (as MPD).
         CommandSpec(mpd: "delete", .control, [A("range", .range)]) { p, a throws(PlayerError) in
-            try p.perform(.remove(try a.queueRange("range", count: p.queue.count)!))
+            let r = try a.queueRange("range", count: p.queue.count)!
+            if r.isEmpty, p.queue.count == 0, case .range(0, nil, true)? = a["range"] { return }
+            try p.perform(.remove(r))
         },
         // Both read before the queue is looked at, as MPD.
         CommandSpec(mpd: "move", .control, [A("range", .range), A("to", .index)]) { p, a throws(PlayerError) in

@@ -71,7 +71,7 @@ final class JSONSession: LineSession {
             let result: [(String, JSON)]
             if let spec {
                 let arguments = try spec.read(json: req)
-                try spec.run(player, arguments)
+                _ = try spec.run(player, arguments)
                 result = JSONCommands.members(spec.reply, player, arguments)
             } else {
                 result = try handler!(JSONCommands.Context(player: player, request: req, session: self, counters: counters()))

@@ -15,8 +15,10 @@ extension MPDCommands {
 
     /// A spec's reply in MPD's words. MPD's control commands answer only `OK`: what
     /// they changed is read with `status`, as MPD clients do.
-    static func lines(_ reply: CommandSpec.Reply, _ p: Player) -> [String] {
+    static func lines(_ reply: CommandSpec.Reply, _ p: Player, _ output: CommandSpec.Output = .init()) -> [String] {
         switch reply {
+        case .status: return status(p)
+        case .mpdLines: return output.lines
         case .done, .current, .options, .level, .crossfade, .direction, .length, .queue, .name, .pong, .version, .output, .schedule: return []
         case .currentSong:
             let s = p.snapshot().status
@@ -159,24 +161,26 @@ extension MPDCommands {
         return lines
     }
 
-    static func filters(_ a: [String]) throws -> [(String, String)] {
+    /// MPD's song filter (the `filter` kind reads it; `list` too, after its own rule):
+    /// `TAG VALUE` pairs, or one expression of `==`/`contains` terms joined by ` AND `.
+    static func filters(_ a: [String]) throws(PlayerError) -> [FilterTerm] {
         if a.count == 1, a[0].hasPrefix("(") {
-            var out: [(String, String)] = []
+            var out: [FilterTerm] = []
             var text = a[0]
             if text.hasPrefix("((") { text = String(text.dropFirst().dropLast()) }
             for part in Self.split(text, on: " AND ") {
                 let p = String(part.drop { "( ".contains($0) }.reversed().drop { ") ".contains($0) }.reversed())
                 guard let (field, value) = Self.pair(p, " == ") ?? Self.pair(p, " contains ") else {
-                    throw Failure(.arg, "Unsupported filter expression: \(part)")
+                    throw PlayerError(.badRequest, "Unsupported filter expression: \(part)")
                 }
                 var v = value
                 if v.count >= 2, let f = v.first, f == "'" || f == "\"", v.last == f { v = String(v.dropFirst().dropLast()) }
-                out.append((field.lowercased(), String(v.filter { $0 != "\\" })))
+                out.append(FilterTerm(field.lowercased(), String(v.filter { $0 != "\\" })))
             }
             return out
         }
-        guard a.count % 2 == 0 else { throw Failure(.arg, "Incorrect number of filter arguments") }
-        return stride(from: 0, to: a.count, by: 2).map { (a[$0].lowercased(), a[$0 + 1]) }
+        guard a.count % 2 == 0 else { throw PlayerError(.badRequest, "Incorrect number of filter arguments") }
+        return stride(from: 0, to: a.count, by: 2).map { FilterTerm(a[$0].lowercased(), a[$0 + 1]) }
     }
 
     /// `text` split at every `separator`.
@@ -232,7 +236,7 @@ extension MPDCommands {
     /// `lsinfo`: the folders and songs in a music-root folder, from the library index
     /// (a music root always has one: `library.music_roots` makes it), so nothing here
     /// reads the disk on the control thread. No roots: nothing to list.
-    static func lsinfo(_ p: Player, _ target: String) throws -> [String] {
+    static func lsinfo(_ p: Player, _ target: String) throws(PlayerError) -> [String] {
         guard let library = p.library else { return [] }
         do {
             // A song's URI lists that song (as MPD).
@@ -245,7 +249,7 @@ extension MPDCommands {
             return songs.flatMap { librarySong(p, $0) } + dirs.map { "directory: \(uri(p, $0))" }
                 + (target.isEmpty || target == "/" ? storedPlaylistLines(p) : [])
         } catch {
-            throw Failure(.noExist, "No such directory")
+            throw PlayerError(.stream(.fileNotFound), "No such directory")
         }
     }
 
@@ -265,36 +269,38 @@ extension MPDCommands {
     }
 
     /// The library songs `find` (exact) or `search` (case-insensitive, anywhere)
-    /// selects with the filter arguments `a`.
-    static func matchingSongs(_ p: Player, _ a: [String], exact: Bool) throws -> [LibrarySong] {
-        guard let library = p.library else { throw Failure(.system, "No database") }
-        let filters = try filters(a)
-        guard !filters.isEmpty else { throw Failure(.arg, "Incorrect number of filter arguments") }
+    /// selects with the filter's terms (at least one: the kind sees to it).
+    static func matchingSongs(_ p: Player, _ filters: [FilterTerm], exact: Bool) throws(PlayerError) -> [LibrarySong] {
+        guard let library = p.library else { throw PlayerError(.noLibrary, "No database") }
         var songs: [LibrarySong]
-        if exact {
-            // `file` names a song by its URI, relative to the music directory.
-            songs = try library.find(filters.map { (field: $0.0 == "any" ? "title" : $0.0,
-                                                     value: $0.0 == "file" ? path(p, $0.1) : $0.1, prefix: false) })
-        } else {
+        do {
+            if exact {
+                // `file` names a song by its URI, relative to the music directory.
+                songs = try library.find(filters.map { (field: $0.tag == "any" ? "title" : $0.tag,
+                                                         value: $0.tag == "file" ? path(p, $0.value) : $0.value, prefix: false) })
+                return songs
+            }
             // MPD's search: case-insensitive, anywhere in the field ("any": any field).
-            songs = try library.search(filters[0].1)
-            for (name, value) in filters {
-                let v = value.lowercased()
-                songs = songs.filter { s in
-                    let fieldValues: [String?] = name == "any"
-                        ? [s.title, s.artist, s.album, s.albumArtist, s.genre, s.path]
-                        : [name == "file" ? uri(p, s.path) : field(s, name)]
-                    return fieldValues.contains { $0?.lowercased().contains(v) == true }
-                }
+            songs = try library.search(filters.first?.value ?? "")
+        } catch {
+            throw PlayerError(any: error)
+        }
+        for term in filters {
+            let (name, v) = (term.tag, term.value.lowercased())
+            songs = songs.filter { s in
+                let fieldValues: [String?] = name == "any"
+                    ? [s.title, s.artist, s.album, s.albumArtist, s.genre, s.path]
+                    : [name == "file" ? uri(p, s.path) : field(s, name)]
+                return fieldValues.contains { $0?.lowercased().contains(v) == true }
             }
         }
         return songs
     }
 
     /// `find`, `search`, `findadd`, `searchadd`.
-    static func find(_ p: Player, _ a: [String], command: String) throws -> [String] {
-        let songs = try matchingSongs(p, a, exact: command.hasPrefix("find"))
-        if command.hasSuffix("add") {
+    static func find(_ p: Player, _ terms: [FilterTerm], exact: Bool, add: Bool) throws(PlayerError) -> [String] {
+        let songs = try matchingSongs(p, terms, exact: exact)
+        if add {
             if !songs.isEmpty { try p.perform(.add(sources: songs.map(\.path), place: .end)) }
             return []
         }
@@ -304,23 +310,13 @@ extension MPDCommands {
     /// `count [FILTER…] [group TAG]`: songs and whole seconds, per value of TAG when
     /// grouped (MPD's Count.cxx: values sorted bytewise, a song without the tag counted
     /// under the empty value after its fallbacks, e.g. AlbumArtist → Artist).
-    static func count(_ p: Player, _ a: [String]) throws -> [String] {
-        var args = a
-        var group: String?
-        if args.count >= 2 && args[args.count - 2] == "group" {
-            let name = args[args.count - 1]
-            guard let t = tagTypes.first(where: { $0.name.lowercased() == name.lowercased() }) else {
-                throw Failure(.arg, "Unknown tag type: \(name)")
-            }
-            group = t.name
-            args.removeLast(2)
-        }
+    static func count(_ p: Player, _ terms: [FilterTerm], group: String?) throws(PlayerError) -> [String] {
         let songs: [LibrarySong]
-        if args.isEmpty {
-            guard let library = p.library else { throw Failure(.system, "No database") }
-            songs = try library.find([])
+        if terms.isEmpty {
+            guard let library = p.library else { throw PlayerError(.noLibrary, "No database") }
+            do { songs = try library.find([]) } catch { throw PlayerError(any: error) }
         } else {
-            songs = try matchingSongs(p, args, exact: true)
+            songs = try matchingSongs(p, terms, exact: true)
         }
         guard let group else { return stats(songs) }
         var groups: [String: [LibrarySong]] = [:]
@@ -358,8 +354,8 @@ extension MPDCommands {
 
     /// `listall`/`listallinfo`: everything under a folder, as MPD walks its database:
     /// a folder's songs, then each subfolder (`directory:`) followed by its contents.
-    static func listAll(_ p: Player, _ target: String, info: Bool) throws -> [String] {
-        guard let library = p.library else { throw Failure(.system, "No database") }
+    static func listAll(_ p: Player, _ target: String, info: Bool) throws(PlayerError) -> [String] {
+        guard let library = p.library else { throw PlayerError(.noLibrary, "No database") }
         var lines: [String] = []
         func walk(_ folder: String?) throws {
             let (dirs, songs) = try library.ls(folder)
@@ -374,23 +370,21 @@ extension MPDCommands {
                 return info ? librarySong(p, song) : ["file: \(uri(p, song.path))"]
             }
             try walk(target.isEmpty ? nil : path(p, target))
-        } catch let e as MusicLibrary.Error {
-            _ = e
-            throw Failure(.noExist, "No such directory")
+        } catch {
+            throw PlayerError(.stream(.fileNotFound), "No such directory")
         }
         return lines
     }
 
     /// The queue entries a filter selects (`playlistfind`: exact; `playlistsearch`:
     /// case-insensitive, anywhere), as `playlistinfo` shows them.
-    static func queueFind(_ p: Player, _ a: [String], exact: Bool) throws -> [String] {
-        let filters = try filters(a)
-        guard !filters.isEmpty else { throw Failure(.arg, "Incorrect number of filter arguments") }
+    static func queueFind(_ p: Player, _ filters: [FilterTerm], exact: Bool) throws(PlayerError) -> [String] {
         try p.probeForListing(p.queue.entries.lazy.map(\.path))
         var lines: [String] = []
         for (i, e) in p.queue.entries.enumerated() {
             let info = p.songInfo(e.path)
-            let matches = filters.allSatisfy { name, value in
+            let matches = filters.allSatisfy { term in
+                let (name, value) = (term.tag, term.value)
                 let values: [String]
                 switch name {
                 case "file": values = [uri(p, e.path)]
@@ -407,14 +401,19 @@ extension MPDCommands {
         return lines
     }
 
-    static func list(_ p: Player, _ a: [String]) throws -> [String] {
-        guard let library = p.library else { throw Failure(.system, "No database") }
-        guard let what = a.first?.lowercased() else { throw Failure(.arg, "Missing argument") }
-        var rest = Array(a.dropFirst())
+    /// `list TAG [FILTER…]`, and MPD's old `list album ARTIST`.
+    static func list(_ p: Player, _ tag: String, _ words: [String]) throws(PlayerError) -> [String] {
+        guard let library = p.library else { throw PlayerError(.noLibrary, "No database") }
+        let what = tag.lowercased()
+        var rest = words
         // Old syntax: "list album ARTIST".
         if what == "album" && rest.count == 1 && !rest[0].hasPrefix("(") { rest = ["artist", rest[0]] }
-        let filters = try filters(rest).map { (field: $0.0, value: $0.1) }
+        let filters = try filters(rest).map { (field: $0.tag, value: $0.value) }
         let key = what == "albumartist" ? "AlbumArtist" : what.prefix(1).uppercased() + what.dropFirst()
-        return try library.list(what, filters: filters).map { "\(key): \($0)" }
+        do {
+            return try library.list(what, filters: filters).map { "\(key): \($0)" }
+        } catch {
+            throw PlayerError(any: error)
+        }
     }
 }
