@@ -128,6 +128,14 @@ struct CommandSpecTests {
         (#"{"cmd":"mute","muted":"yes"}"#, "bad_request"),
         (#"{"cmd":"output","name":"nope","enabled":true}"#, "invalid_argument"),
         (#"{"cmd":"output","enabled":true}"#, "bad_request"),
+        // The commands only JSON spells, read through the same kinds.
+        (#"{"cmd":"search","query":"x","limit":0}"#, "invalid_argument"),
+        (#"{"cmd":"search","query":"x","limit":"all"}"#, "bad_request"),
+        (#"{"cmd":"find","artist":5}"#, "bad_request"),
+        (#"{"cmd":"playlist"}"#, "bad_request"),
+        (#"{"cmd":"update","path":5}"#, "bad_request"),
+        (#"{"cmd":"add","paths":[1]}"#, "bad_request"),
+        (#"{"cmd":"insert","paths":"a.flac"}"#, "bad_request"),
     ])
     func jsonArgumentsGetTheSameCodeForTheSameFault(_ line: String, _ code: String) throws {
         let (s, dir) = try Self.server()

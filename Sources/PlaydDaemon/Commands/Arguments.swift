@@ -41,7 +41,7 @@ public struct ArgumentSpec: Sendable {
         /// queue has it is the Player's check ("Bad song index").
         case range
         /// MPD: every word left (the last argument only), each read as `element`; none
-        /// when the argument is optional, else at least one. JSON: none takes it.
+        /// when the argument is optional, else at least one. JSON: an array of them.
         indirect case list(Kind)
         /// MPD's song filter, every word left: `TAG VALUE` pairs, or one expression
         /// `(TAG == 'VALUE')` or `(TAG contains 'VALUE')` joined by ` AND ` (the subset
@@ -94,7 +94,8 @@ public struct ArgumentSpec: Sendable {
         case .seconds(let relative): return relative ? "a number of seconds" : "a number of seconds ≥ 0"
         case .name: return "a string"
         case .range: return "a range \"START:END\""
-        case .list, .filter, .words: return "MPD words (no JSON command takes them)"
+        case .list(let element): return "an array, each \(ArgumentSpec(name, element).jsonExpectation)"
+        case .filter, .words: return "MPD words (no JSON command takes them)"
         }
     }
 
@@ -275,7 +276,13 @@ extension ArgumentSpec {
         case .name:
             guard let s = v.stringValue else { throw PlayerError(.badRequest, must) }
             return .text(s)
-        case .range, .list, .filter, .words:
+        case .list(let element):
+            guard let items = v.arrayValue else { throw PlayerError(.badRequest, must) }
+            let one = ArgumentSpec(name, element)
+            var out: [ArgumentValue] = []
+            for item in items { out.append(try one.read(json: item)) }
+            return .list(out)
+        case .range, .filter, .words:
             // No JSON command takes one (JSON names entries one at a time; its `find`
             // takes tags as members).
             throw PlayerError(.badRequest, must)

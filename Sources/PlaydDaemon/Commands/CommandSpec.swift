@@ -32,7 +32,9 @@ public struct CommandSpec: Sendable {
         /// The reply of a command only MPD spells, whose reply exists only in MPD's
         /// words (a library listing, `updating_db:`): its lines, made by MPDEncoding.
         public var lines: [String]
-        public init(lines: [String] = []) { self.lines = lines }
+        /// The same for a command only JSON spells (``Reply/jsonMembers``).
+        public var members: [(String, JSON)]
+        public init(lines: [String] = [], members: [(String, JSON)] = []) { self.lines = lines; self.members = members }
     }
 
     /// What a command answers with, beyond "done". Each protocol encodes each case
@@ -66,6 +68,8 @@ public struct CommandSpec: Sendable {
         case status
         /// MPD: the lines in the command's ``Output`` (a command only MPD spells).
         case mpdLines
+        /// JSON: the members in the command's ``Output`` (a command only JSON spells).
+        case jsonMembers
     }
 
     public init(json: String? = nil, mpd: String? = nil, _ permission: MPDSession.Permission,
@@ -88,6 +92,15 @@ public struct CommandSpec: Sendable {
                                 lines: @escaping @Sendable (Player, Arguments) throws(PlayerError) -> [String]) -> CommandSpec {
         var spec = CommandSpec(mpd: name, permission, arguments, reply: .mpdLines) { _, _ throws(PlayerError) in }
         spec.run = { p, a throws(PlayerError) in Output(lines: try lines(p, a)) }
+        return spec
+    }
+
+    /// A command only JSON spells whose reply is its own: `members` makes them (with
+    /// JSONEncoding's helpers), after the arguments are read.
+    public static func jsonMembers(_ name: String, _ permission: MPDSession.Permission, _ arguments: [ArgumentSpec] = [],
+                                   members: @escaping @Sendable (Player, Arguments) throws(PlayerError) -> [(String, JSON)]) -> CommandSpec {
+        var spec = CommandSpec(json: name, permission, arguments, reply: .jsonMembers) { _, _ throws(PlayerError) in }
+        spec.run = { p, a throws(PlayerError) in Output(members: try members(p, a)) }
         return spec
     }
 

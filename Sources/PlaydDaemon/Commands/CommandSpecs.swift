@@ -7,8 +7,9 @@ import PlaydSessions
 /// whichever protocols spell it; where the two
 /// protocols mean different things by one name (MPD's `repeat 0|1` and JSON's
 /// one-word `repeat`, MPD's `pause [0|1]` and JSON's `pause`) each meaning is its own
-/// row. The commands only MPD spells are in CommandSpecs+MPD.swift; the JSON commands
-/// not yet specs are rows of JSONCommands.legacyTable.
+/// row. The commands only MPD spells are in CommandSpecs+MPD.swift, those only JSON
+/// spells in CommandSpecs+JSON.swift; the JSON commands not yet specs are rows of
+/// JSONCommands.legacyTable.
 public enum CommandSpecs {
     typealias A = ArgumentSpec
 
@@ -32,7 +33,7 @@ public enum CommandSpecs {
                                          mpdRefusal: "Unrecognized direction")
 
     public static let all: [CommandSpec] = reads + outputs + transport + options + level + crossfade + queue + storedPlaylists
-        + mpdOnly
+        + mpdOnly + jsonOnly
 
     /// What a command only reads: its reply says it all (MPDEncoding, JSONCommands.members).
     static let reads: [CommandSpec] = [

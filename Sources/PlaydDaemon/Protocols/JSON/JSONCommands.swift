@@ -22,74 +22,7 @@ enum JSONCommands {
         "play": play,
         "seek": seek,
         "loop": loop,
-        "cover": { c in
-            guard let t = c.player.snapshot().playing else { throw PlayerError(.notPlaying, "nothing is playing") }
-            // Read off the control thread (a hung mount; Player+DiskReads.swift).
-            let path = t.path
-            let read = try c.player.readOffThread("cover\0" + path, what: "cover of \(path)") {
-                Result { () throws(StreamError) in try AudioDecoder.coverArt(path: path) }
-            }
-            guard let art = try read.get() else { return [("cover", .null)] }
-            return [("cover", .obj(("mime", .string(art.mime)), ("size", .int(Int64(art.bytes.count))),
-                                   ("data", .string(Base64.encode(art.bytes)))))]
-        },
         "announce": announce,
-        // The queue.
-        "add": { c in try add(c, place: .end) },
-        "insert": { c in try add(c, place: .next) },
-        // MPD's crossfade, mixrampdb and mixrampdelay in one command: any of the three
-        // members; none reads them. {"cmd":"crossfade","seconds":5}
-        // Stored playlists (``StoredPlaylists``): `name` is one path component.
-        "load": { c in
-            let ids = try c.player.perform(.loadPlaylist(try playlistName(c), range: nil, place: .end)).added
-            return [("added", .int(Int64(ids.count))), ("length", .int(c.player.queue.count))]
-        },
-        "playlists": { c in
-            [("playlists", .array(c.player.storedPlaylists.list().map {
-                .obj(("name", .string($0.name)), ("modified", .int(Int64($0.modified))))
-            }))]
-        },
-        "playlist": { c in
-            let name = try playlistName(c)
-            return [("name", .string(name)), ("files", .array(try c.player.storedPlaylistEntries(name).map(JSON.string)))]
-        },
-        // The library.
-        "update": { c in
-            let job = try c.player.perform(.update(path: c["path"]?.stringValue)).job ?? 0
-            return [("job", .int(job))]
-        },
-        "search": { c in
-            let library = try c.player.requireLibrary()
-            guard let q = c["query"]?.stringValue, !q.isEmpty else { throw PlayerError(.badRequest, "search needs \"query\"") }
-            return try songs(c, library.search(q, limit: limit(c)))
-        },
-        "find": { c in
-            let library = try c.player.requireLibrary()
-            var filters: [(field: String, value: String, prefix: Bool)] = []
-            for (k, v) in c.request.objectMembers ?? [] where MusicLibrary.fields[k] != nil {
-                guard let s = v.stringValue else { throw PlayerError(.badRequest, "\"\(k)\" must be a string") }
-                let prefix = s.hasSuffix("*")
-                filters.append((k, prefix ? String(s.dropLast()) : s, prefix))
-            }
-            guard !filters.isEmpty else {
-                throw PlayerError(.badRequest, "find needs one of \(MusicLibrary.fields.keys.sorted().joined(separator: ", "))")
-            }
-            return try songs(c, library.find(filters, limit: limit(c)))
-        },
-        "list": { c in
-            let library = try c.player.requireLibrary()
-            guard let what = c["what"]?.stringValue else { throw PlayerError(.badRequest, "list needs \"what\": artists or albums") }
-            let field = what.hasSuffix("s") ? String(what.dropLast()) : what
-            var filters: [(field: String, value: String)] = []
-            if let a = c["artist"]?.stringValue { filters.append(("artist", a)) }
-            if let a = c["album"]?.stringValue { filters.append(("album", a)) }
-            return [(what, .array(try library.list(field, filters: filters).map(JSON.string)))]
-        },
-        "ls": { c in
-            let library = try c.player.requireLibrary()
-            let (dirs, songs) = try library.ls(c["path"]?.stringValue)
-            return [("directories", .array(dirs.map(JSON.string))), ("songs", .array(songs.map(JSONEncoding.song)))]
-        },
         // This connection.
         "subscribe": { c in
             var ticks = 0
@@ -106,9 +39,10 @@ enum JSONCommands {
     ]
 
     /// A spec's reply in JSON members.
-    static func members(_ reply: CommandSpec.Reply, _ p: Player, _ a: Arguments) -> [(String, JSON)] {
+    static func members(_ reply: CommandSpec.Reply, _ p: Player, _ a: Arguments, _ output: CommandSpec.Output = .init()) -> [(String, JSON)] {
         switch reply {
         case .done: return []
+        case .jsonMembers: return output.members
         case .current: return JSONEncoding.current(p)
         case .options: return JSONEncoding.options(p.queue)
         case .level: return level(p)
@@ -249,33 +183,12 @@ enum JSONCommands {
         return [("loop", JSONEncoding.loop(c.player.loopView(c.player.snapshot().status)))]
     }
 
-    static func add(_ c: Context, place: Command.Place) throws -> [(String, JSON)] {
-        var paths: [String] = []
-        if let list = c["paths"]?.arrayValue {
-            paths = list.compactMap(\.stringValue)
-            guard paths.count == list.count else { throw PlayerError(.badRequest, "\"paths\" must be strings") }
-        } else if let p = c["path"]?.stringValue ?? c["url"]?.stringValue {
-            paths = [p]
-        }
-        guard !paths.isEmpty else { throw PlayerError(.badRequest, "\(place == .end ? "add" : "insert") needs \"path\", \"url\" or \"paths\"") }
-        let out = try c.player.perform(.add(sources: paths, place: place))
-        var reply: [(String, JSON)] = [("added", .array(out.added.map { JSON.int(Int64($0)) })), ("length", .int(c.player.queue.count))]
-        if out.outsideRoots > 0 { reply.append(("outside_library", .int(out.outsideRoots))) }
-        return reply
-    }
-
-    static func limit(_ c: Context) throws -> Int {
-        guard let l = c["limit"] else { return 10_000 }
-        guard let n = l.integer(in: 1...1_000_000) else { throw PlayerError(.badRequest, "\"limit\" must be 1…1000000") }
-        return Int(n)
-    }
-
-    /// The songs, and with `"add": true` the queue they were appended to.
-    static func songs(_ c: Context, _ songs: [LibrarySong]) throws -> [(String, JSON)] {
+    /// The songs, and with `add` the queue they were appended to.
+    static func songs(_ p: Player, _ songs: [LibrarySong], add: Bool) throws(PlayerError) -> [(String, JSON)] {
         var out: [(String, JSON)] = [("count", .int(songs.count)), ("songs", .array(songs.map(JSONEncoding.song)))]
-        if c["add"]?.boolValue == true {
-            let o = try c.player.perform(.add(sources: songs.map(\.path), place: .end))
-            out += [("added", .array(o.added.map { JSON.int(Int64($0)) })), ("length", .int(c.player.queue.count))]
+        if add {
+            let o = try p.perform(.add(sources: songs.map(\.path), place: .end))
+            out += [("added", .array(o.added.map { JSON.int(Int64($0)) })), ("length", .int(p.queue.count))]
         }
         return out
     }
@@ -340,11 +253,5 @@ enum JSONCommands {
             guard f <= FrameTime.maxFrames else { throw PlayerError(.badRequest, "\(f) frames is out of range") }
             return sign * f
         }
-    }
-
-    /// The `name` of a stored playlist.
-    static func playlistName(_ c: Context) throws -> String {
-        guard let n = c["name"]?.stringValue else { throw PlayerError(.badRequest, "needs \"name\": a playlist name") }
-        return n
     }
 }

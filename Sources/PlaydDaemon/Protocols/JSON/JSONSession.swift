@@ -71,8 +71,8 @@ final class JSONSession: LineSession {
             let result: [(String, JSON)]
             if let spec {
                 let arguments = try spec.read(json: req)
-                _ = try spec.run(player, arguments)
-                result = JSONCommands.members(spec.reply, player, arguments)
+                let output = try spec.run(player, arguments)
+                result = JSONCommands.members(spec.reply, player, arguments, output)
             } else {
                 result = try handler!(JSONCommands.Context(player: player, request: req, session: self, counters: counters()))
             }

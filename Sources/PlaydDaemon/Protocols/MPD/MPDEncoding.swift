@@ -19,6 +19,7 @@ extension MPDCommands {
         switch reply {
         case .status: return status(p)
         case .mpdLines: return output.lines
+        case .jsonMembers: return []
         case .done, .current, .options, .level, .crossfade, .direction, .length, .queue, .name, .pong, .version, .output, .schedule: return []
         case .currentSong:
             let s = p.snapshot().status
