@@ -38,9 +38,9 @@ final class SQLiteDatabase {
         sqlite3_exec(handle, "PRAGMA cache_size = -256", nil, nil, nil)
     }
 
-    // close_v2: were a statement still alive, sqlite3_close would fail and leave the
-    // connection open for ever (its 2 descriptors and page cache: one a scan until
-    // 2026-11-28); the statements hold their connection, so none is.
+    // Statements hold their connection, so none is alive here; close_v2 all the same:
+    // sqlite3_close fails while one is, and leaves the connection open for ever (two
+    // descriptors and a page cache per library scan, until 2026-11-28).
     deinit { sqlite3_close_v2(handle) }
 
     /// Runs one or more statements without results.
