@@ -12,7 +12,7 @@ enum PulseEnvironment {
     static let missing: Comment = "PULSE_SERVER is not set: run scripts/test, or start scripts/pulse and export what it prints"
 }
 
-@Suite("ALSA output", .serialized)
+@Suite("ALSA output", .checksSomething, .serialized)
 struct ALSATests {
     func engine(_ spec: String) -> PlaybackEngine {
         var config = PlaybackEngine.Configuration()

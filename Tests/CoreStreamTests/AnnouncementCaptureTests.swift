@@ -12,7 +12,7 @@ import CoreStreamTestSupport
 /// mix unrounded); the clip a 16 kHz mono MP3, as a text-to-speech service sends, which
 /// playd converts to the device format (the reference: the CLI's resample and mono to
 /// both channels at full level, as playd upmixes).
-@Suite("Announcements over the music, captured", .serialized)
+@Suite("Announcements over the music, captured", .checksSomething, .serialized)
 struct AnnouncementCaptureTests {
     static let rate = 44100
 

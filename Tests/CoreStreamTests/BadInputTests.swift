@@ -3,7 +3,7 @@ import Testing
 import CoreStream
 import CoreStreamTestSupport
 
-@Suite("Bad input gives a distinct typed error naming the file", .tags(.addressSanitizer))
+@Suite("Bad input gives a distinct typed error naming the file", .checksSomething, .tags(.addressSanitizer))
 struct BadInputTests {
     static let cases: [BadMedia.Case] = {
         let dir = NSTemporaryDirectory() + "playd-bad-\(getpid())"

@@ -8,7 +8,7 @@ import CoreStreamTestSupport
 /// the ffmpeg CLI's decodes of the two tracks (A's last N frames × cos, B's first N ×
 /// sin, then B from N), within float rounding. The tracks are 44.1 kHz stereo float, so
 /// the device is float and the capture holds the mix unrounded.
-@Suite("Cross-fades, captured", .serialized)
+@Suite("Cross-fades, captured", .checksSomething, .serialized)
 struct CrossfadeCaptureTests {
     static let rate = 44100
 

@@ -3,7 +3,7 @@ import Testing
 import CoreStream
 import CoreStreamTestSupport
 
-@Suite("Decoding against the ffmpeg CLI", .tags(.addressSanitizer))
+@Suite("Decoding against the ffmpeg CLI", .checksSomething, .tags(.addressSanitizer))
 struct DecodeTests {
     @Test("a straight decode matches the CLI", arguments: Fixtures.all)
     func straightDecode(_ fixture: Fixture) throws {
@@ -33,7 +33,7 @@ struct DecodeTests {
 /// format) against the ffmpeg CLI's resample of the same file: the same samples. Reads
 /// of 4096 frames, as the reader makes them: each read's end once flushed swresample
 /// (a nil input), which clicked at nearly every boundary.
-@Suite("Resampled decode is the ffmpeg CLI's", .tags(.addressSanitizer))
+@Suite("Resampled decode is the ffmpeg CLI's", .checksSomething, .tags(.addressSanitizer))
 struct ResampledDecodeTests {
     @Test(arguments: [
         ("aevalsrc=0.4*sin(2*PI*(300+400*t)*t):s=16000:d=1.5", "libmp3lame", "mp3", 44100, 2),

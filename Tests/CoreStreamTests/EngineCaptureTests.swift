@@ -3,7 +3,7 @@ import Testing
 import CoreStream
 import CoreStreamTestSupport
 
-@Suite("Engine end to end, captured through the wav: output", .serialized)
+@Suite("Engine end to end, captured through the wav: output", .checksSomething, .serialized)
 struct EngineCaptureTests {
     @Test("a whole track renders bit-identical to the CLI decode",
           arguments: ["flac-44100-2.flac", "mp3vbr-44100-2.mp3", "aac-48000-1.m4a", "opus-44100-2.opus", "vorbis-48000-1.ogg"])

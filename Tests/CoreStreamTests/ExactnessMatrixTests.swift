@@ -11,7 +11,7 @@ import CoreStreamTestSupport
 /// within the energy of its noise bands (see ``MusicFixture/match``). Each comparison
 /// prints its measured maximum difference (`matrix: …` lines), the figures docs/testing.md's
 /// exactness table quotes.
-@Suite("Exactness matrix: codec × path against the CLI's decode", .serialized)
+@Suite("Exactness matrix: codec × path against the CLI's decode", .checksSomething, .serialized)
 struct ExactnessMatrixTests {
     typealias Run = Runs.Run
     static let formats = ["wav16", "flac", "alac", "mp3cbr", "mp3vbr", "vorbis", "opus", "opusneg", "aaclc", "aacpns"]

@@ -4,7 +4,7 @@ import CoreStream
 import CoreStreamTestSupport
 
 /// Export through the engine's decoding path, checked with the ffmpeg CLI and ffprobe.
-@Suite("Export", .serialized)
+@Suite("Export", .checksSomething, .serialized)
 struct ExportTests {
     static let dir: String = {
         let d = NSTemporaryDirectory() + "playd-export-\(getpid())"

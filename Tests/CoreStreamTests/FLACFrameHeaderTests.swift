@@ -6,7 +6,7 @@ import CoreStreamTestSupport
 /// The FLAC frame-header reader the HTTP byte search uses, against `ffprobe`'s packet
 /// list (each packet's byte and timestamp): every frame's header is read at its byte
 /// with FFmpeg's timestamp, and a search from inside a frame finds the next one.
-@Suite("FLAC frame headers")
+@Suite("FLAC frame headers", .checksSomething)
 struct FLACFrameHeaderTests {
     @Test(arguments: ["flac-44100-2.flac", "flac-48000-1.flac"])
     func eachFrameIsFoundWhereFFprobeListsIt(_ name: String) throws {

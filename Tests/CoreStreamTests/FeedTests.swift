@@ -5,7 +5,7 @@ import CoreStreamTestSupport
 
 /// The `fifo:` feed (Snapcast's pipe source) on the real engine: what arrives in the FIFO
 /// against the ffmpeg CLI's decode, with no reader, a stalled reader, pause and disable.
-@Suite("Feeds: fifo outputs next to the local one", .serialized)
+@Suite("Feeds: fifo outputs next to the local one", .checksSomething, .serialized)
 struct FeedTests {
     func fifoPath(_ name: String = #function) -> String {
         NSTemporaryDirectory() + "playd-feed-\(getpid())-\(name.filter { $0.isLetter })-\(UInt16.random(in: 0...UInt16.max))"

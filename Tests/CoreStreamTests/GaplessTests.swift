@@ -5,7 +5,7 @@ import CoreStreamTestSupport
 
 /// Gapless transitions: an album split into tracks with the ffmpeg CLI plays back as one
 /// continuous stream, checked in the `wav:` capture.
-@Suite("Gapless transitions", .serialized)
+@Suite("Gapless transitions", .checksSomething, .serialized)
 struct GaplessTests {
     static let cuts = Albums.cuts
     static func split(_ name: String, _ ext: String, _ codec: [String]) throws -> [String] {

@@ -3,7 +3,7 @@ import Testing
 import CoreStream
 import CoreStreamTestSupport
 
-@Suite("Volume and ReplayGain arithmetic")
+@Suite("Volume and ReplayGain arithmetic", .checksSomething)
 struct LoudnessTests {
     @Test(arguments: [(100, 1.0), (0, 0.0), (50, 0.125), (40, 0.064), (150, 1.0), (-5, 0.0)])
     func volumeIsCubic(_ volume: Int, _ expected: Double) {
@@ -93,7 +93,7 @@ struct LoudnessTests {
 
 /// The level as it comes out of the engine, and tags as FFmpeg reads them, against
 /// files and gains made with the ffmpeg CLI.
-@Suite("Volume, ReplayGain and metadata through the engine", .serialized)
+@Suite("Volume, ReplayGain and metadata through the engine", .checksSomething, .serialized)
 struct LevelCaptureTests {
     let fixture = Fixtures.named("flac-44100-2.flac")
 

@@ -11,7 +11,7 @@ import CoreStreamTestSupport
 /// the engine's control lock while it waited for the reader to let go of its decoder,
 /// and the reader took that lock in its report after every fill (a loop wrap, a track
 /// end): both threads hung. This test races exactly that, thousands of times.
-@Suite("Lock order between the control side and the reader", .serialized, .tags(.threadSanitizer))
+@Suite("Lock order between the control side and the reader", .checksSomething, .serialized, .tags(.threadSanitizer))
 struct LockOrderTests {
     /// Format-changing plays race loop wraps and track ends on the unpaced null output
     /// (the reader reports a wrap every few hundred microseconds there).

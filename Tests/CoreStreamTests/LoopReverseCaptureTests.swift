@@ -6,7 +6,7 @@ import CoreStreamTestSupport
 /// Loop regions and reverse playback through the real engine, checked frame by frame in
 /// what the `wav:` output captured against the ffmpeg CLI's decode, cut and
 /// concatenated (loops) or reversed.
-@Suite("Loops and reverse playback, checked in the capture", .serialized)
+@Suite("Loops and reverse playback, checked in the capture", .checksSomething, .serialized)
 struct LoopReverseCaptureTests {
     typealias Run = Runs.Run
 

@@ -6,7 +6,7 @@ import CoreStreamTestSupport
 /// The decoder on http(s) URLs, against servers this test starts on loopback: HTTP
 /// files decode and seek as the ffmpeg CLI decodes the same file from disk; failures
 /// are typed; a live Icecast mount reports its station and titles.
-@Suite("Network streams in the decoder", .serialized)
+@Suite("Network streams in the decoder", .checksSomething, .serialized)
 struct NetworkStreamTests {
     static let dir: String = {
         let d = NSTemporaryDirectory() + "playd-net-\(getpid())"

@@ -2,7 +2,7 @@ import Testing
 import CoreStream
 
 /// File names are bytes: the text playd carries for them, and back.
-@Suite("Path bytes as text")
+@Suite("Path bytes as text", .checksSomething)
 struct PathBytesTests {
     @Test("each name's text", arguments: [
         (Array("café.flac".utf8), "café.flac"),

@@ -7,7 +7,7 @@ import CoreStreamTestSupport
 /// The native PipeWire output (issue 46), against a private headless PipeWire with
 /// WirePlumber and a null sink (scripts/pipewire) that each test starts, recorded from
 /// the sink's monitor with pw-record and compared with the `ffmpeg` CLI's decode.
-@Suite("PipeWire output", .serialized)
+@Suite("PipeWire output", .checksSomething, .serialized)
 struct PipeWireTests {
     func scratch(_ name: String) throws -> String { try freshTestDirectory("pipewire", name) }
 

@@ -3,7 +3,7 @@ import Testing
 
 /// The loop/reverse planner, without decoding: which source frames come out, in
 /// which order, and whether the segment markers map every ring frame back to them.
-@Suite("Playhead: loop regions, ping-pong and reverse")
+@Suite("Playhead: loop regions, ping-pong and reverse", .checksSomething)
 struct PlayheadTests {
     /// Emits up to `limit` frames, `maxFrames` per step. Also records, per emitted
     /// frame, the marker in force and the step's pass count.

@@ -6,7 +6,7 @@ import CoreStreamTestSupport
 import Glibc
 #endif
 
-@Suite("FrameRing and SPSCQueue", .tags(.threadSanitizer, .addressSanitizer))
+@Suite("FrameRing and SPSCQueue", .checksSomething, .tags(.threadSanitizer, .addressSanitizer))
 struct RingTests {
     @Test(arguments: [(1, 1), (100, 2), (4096, 2), (5000, 8)])
     func capacityIsAPowerOfTwo(_ requested: Int, _ channels: Int) {

@@ -6,7 +6,7 @@ import CoreStreamTestSupport
 /// The float → S16 conversion the render thread and the exporter share, against a
 /// reference written the plain way (clamp, scale, round half to even with the standard
 /// library): the fast version reads the rounded integer out of a float's bit pattern.
-@Suite("Sample conversion")
+@Suite("Sample conversion", .checksSomething)
 struct SampleConversionTests {
     static func reference(_ x: Float) -> Int16 {
         if x.isNaN { return -32768 }

@@ -20,7 +20,7 @@ func seekTargets(length: Int64) -> [Int64] {
     return t
 }
 
-@Suite("Sample-exact seek against the ffmpeg CLI", .tags(.addressSanitizer))
+@Suite("Sample-exact seek against the ffmpeg CLI", .checksSomething, .tags(.addressSanitizer))
 struct SeekTests {
     @Test("after seek(N) the first frame is source frame N", arguments: Fixtures.all)
     func seekTable(_ fixture: Fixture) throws {

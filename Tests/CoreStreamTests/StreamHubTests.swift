@@ -4,7 +4,7 @@ import Testing
 /// The listen streams' hub, in-process (issue 45): an encoder runs only while its
 /// format has a listener, so a box that serves streams nobody listens to encodes
 /// nothing (docs/web.md says so; docs/benchmarks.md has the CPU with 0 and 1 listener).
-@Suite("Listen streams' hub")
+@Suite("Listen streams' hub", .checksSomething)
 struct StreamHubTests {
     @Test func anEncoderRunsOnlyWhileItsFormatHasAListener() throws {
         let hub = StreamHub(formats: [.opus, .wav], maxListeners: 4, bufferMillis: 100)

@@ -1,7 +1,7 @@
 import Testing
 import CoreStream
 
-@Suite("Exact time arithmetic")
+@Suite("Exact time arithmetic", .checksSomething)
 struct FrameTimeTests {
     /// Messages give positions as people write times.
     @Test(arguments: [
@@ -42,7 +42,7 @@ struct FrameTimeTests {
     }
 }
 
-@Suite("Transport state machine")
+@Suite("Transport state machine", .checksSomething)
 struct TransportTests {
     typealias E = Transport.Event
     @Test(arguments: [

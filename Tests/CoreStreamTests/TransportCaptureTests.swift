@@ -5,7 +5,7 @@ import CoreStreamTestSupport
 
 /// Pause, resume, seek and stop while playing, checked frame by frame in what the
 /// paced `wav:` output captured, against the ffmpeg CLI's decode.
-@Suite("Transport while playing, checked in the capture", .serialized, .tags(.threadSanitizer))
+@Suite("Transport while playing, checked in the capture", .checksSomething, .serialized, .tags(.threadSanitizer))
 struct TransportCaptureTests {
     let fixture = Fixtures.named("flac-44100-2.flac")
 

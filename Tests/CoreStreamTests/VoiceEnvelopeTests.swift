@@ -5,7 +5,7 @@ import Testing
 /// The render thread's half of the second voice (VoiceMixer), driven block by block
 /// over music of constant 1.0, so each output sample is the music's envelope plus the
 /// clip: checked against the table in Voice.swift, and for continuity when cancelled.
-@Suite("The voice's envelope, frame by frame", .tags(.addressSanitizer))
+@Suite("The voice's envelope, frame by frame", .checksSomething, .tags(.addressSanitizer))
 struct VoiceEnvelopeTests {
     static let (down, up, block) = (100, 200, 10)
     static let duck: Float = 0.125

@@ -8,7 +8,7 @@ import Glibc
 
 /// `control.allowed_users` / `allowed_groups`: the peer's credentials from the kernel
 /// (SO_PEERCRED), logged with each connection and checked, on both sockets.
-@Suite("Peer access", .tags(.addressSanitizer))
+@Suite("Peer access", .checksSomething, .tags(.addressSanitizer))
 struct AccessTests {
     /// Some uid that is not this process's.
     static var otherUID: String { getuid() == 65534 ? "65533" : "65534" }

@@ -8,7 +8,7 @@ import CoreStreamTestSupport
 /// `announce` command, and MPD's `sendmessage announce …` (how an MPD-only client such
 /// as Home Assistant's integration gets one). What the output captured is checked
 /// against the model from the ffmpeg CLI's decodes (AnnouncementModel).
-@Suite("Announcements through the daemon", .serialized)
+@Suite("Announcements through the daemon", .checksSomething, .serialized)
 struct AnnouncementTests {
     static let rate = 44100
 

@@ -19,7 +19,7 @@ func rssAnonKB(_ pid: Int32) -> Int? {
 
 /// Issue 11's bad-media corpus through the real daemon's queue: over 1,000 damaged
 /// files with good tracks between them, played through an unpaced output.
-@Suite("Bad media through the queue", .tags(.addressSanitizer))
+@Suite("Bad media through the queue", .checksSomething, .tags(.addressSanitizer))
 struct BadMediaQueueTests {
     /// One damaged or special entry and what must happen to it.
     struct Case {

@@ -7,7 +7,7 @@ import CoreStreamTestSupport
 /// process's clock with it). Before, a bare `LD_PRELOAD=libfaketime.so.1` killed both
 /// at start (SIGILL): libfaketime's constructor calls `setenv()`, and Swift, finding
 /// argv by walking back from the initial `environ`, read a nil argument.
-@Suite("The process clock under libfaketime", .serialized)
+@Suite("The process clock under libfaketime", .checksSomething, .serialized)
 struct ClockTests {
     static let faketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 

@@ -10,7 +10,7 @@ import Glibc
 
 /// `kill -9` at random moments while playing: the state file is never torn, the
 /// stale socket is replaced, and playd resumes from what it last saved.
-@Suite("Crash recovery")
+@Suite("Crash recovery", .checksSomething)
 struct CrashRecoveryTests {
     @Test func twentyKillsAtRandomMomentsNeverLoseTheState() throws {
         let d = try DaemonHarness(extraConfig: "resume = \"playing\"", output: "null")

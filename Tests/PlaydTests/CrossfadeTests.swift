@@ -8,7 +8,7 @@ import CoreStreamTestSupport
 /// Cross-fades through the daemon, set the way MPD users set them (`mpc crossfade N`)
 /// and with `playctl crossfade`: what the output captured against the model from the
 /// ffmpeg CLI's decodes (CrossfadeModel), and the album rule.
-@Suite("Cross-fades through the daemon", .serialized)
+@Suite("Cross-fades through the daemon", .checksSomething, .serialized)
 struct CrossfadeTests {
     static let rate = 44100
 
@@ -146,7 +146,7 @@ struct CrossfadeTests {
 
 /// The rules the player decides a join by, as tables: the album rule and MixRamp's
 /// interpolation (against MPD's documented behaviour, worked by hand).
-@Suite("Cross-fade rules")
+@Suite("Cross-fade rules", .checksSomething)
 struct CrossfadeRuleTests {
     static func info(_ path: String, _ tags: [String: String]) -> TrackInfo {
         TrackInfo(path: path, container: "flac", codec: "flac", sampleRate: 44100, channels: 2, durationFrames: 44100 * 60,

@@ -7,7 +7,7 @@ import CoreStreamTestSupport
 import Glibc
 #endif
 
-@Suite("playd daemon, real processes", .serialized)
+@Suite("playd daemon, real processes", .checksSomething, .serialized)
 struct DaemonTests {
     let track = Fixtures.named("flac-44100-2.flac")
 

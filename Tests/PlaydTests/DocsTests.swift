@@ -12,7 +12,7 @@ import Glibc
 /// `mpc -h /run/playd/mpd.sock` and a bare `playctl` work unchanged) on a music tree
 /// with the folders and tags the examples name. Each line must exit 0, and a line
 /// that lists something must list something.
-@Suite("Docs run as written", .serialized)
+@Suite("Docs run as written", .checksSomething, .serialized)
 struct DocsTests {
     struct Line: CustomStringConvertible {
         var file: String, number: Int, text: String

@@ -136,7 +136,7 @@ final class PulseOutage {
 
 /// The output device going away while playing: a private PulseAudio server killed
 /// with SIGKILL and started again.
-@Suite("Output faults")
+@Suite("Output faults", .checksSomething)
 struct FaultTests {
     @Test func pulseKilledAndRestartedMidPlay() throws {
         let o = try PulseOutage.make()
@@ -437,7 +437,7 @@ final class SlowMount {
 
 /// A slow disk: the file is served through a FUSE mirror (scripts/slowfs) whose reads
 /// are throttled below the audio's byte rate for a while, then let go.
-@Suite("Slow disk", .serialized)
+@Suite("Slow disk", .checksSomething, .serialized)
 struct SlowDiskTests {
     @Test func underrunsAreCountedAndPlaybackRecovers() throws {
         // 16-bit stereo WAV at 44.1 kHz: 176,400 bytes a second to read.

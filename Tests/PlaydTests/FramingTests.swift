@@ -8,7 +8,7 @@ import CoreStreamTestSupport
 /// icecast2), and a file in the music root named `a\nOK\nb.flac`. Before, MPD replies
 /// carried them raw: the `OK` inside a value ended `currentsong` early, and mpc said
 /// "expected more list_OK's"; playctl printed the escape sequence.
-@Suite("Outside text and framing", .serialized)
+@Suite("Outside text and framing", .checksSomething, .serialized)
 struct FramingTests {
     static let evilTitle = "Evil\nOK\nTitle \u{1B}[2J"
 

@@ -9,7 +9,7 @@ import Glibc
 /// Issue 18: nothing a client or a file can send crashes, wedges, bloats or escapes
 /// playd. Each test drives the real daemon over its real sockets; each failed on the
 /// code before the fix (a trap, a hang, unbounded growth or an outside file played).
-@Suite("Hostile input", .serialized)
+@Suite("Hostile input", .checksSomething, .serialized)
 struct HostileInputTests {
     static let track = Fixtures.named("flac-44100-2.flac").path
 

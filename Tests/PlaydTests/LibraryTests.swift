@@ -6,7 +6,7 @@ import CoreStreamTestSupport
 /// The music library on a real daemon: a tree of files tagged by the ffmpeg CLI,
 /// scanned, queried, changed and scanned again; broken tags, a symlink loop, a symlink
 /// out of the roots, an unreadable folder; the path policy; MPD's library commands.
-@Suite("Music library", .serialized)
+@Suite("Music library", .checksSomething, .serialized)
 struct LibraryTests {
     /// Writes a one-second tagged file with the ffmpeg CLI.
     static func tagged(_ path: String, artist: String, album: String, title: String, track: Int, hz: Int = 440) throws {

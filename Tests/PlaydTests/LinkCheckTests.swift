@@ -4,7 +4,7 @@ import CoreStreamTestSupport
 
 /// Every relative link and anchor in README.md and docs/ leads somewhere
 /// (scripts/check-links, issue 47), and the checker finds a broken one.
-@Suite("Links in the docs")
+@Suite("Links in the docs", .checksSomething)
 struct LinkCheckTests {
     static var script: String { Fixtures.repositoryRoot.path + "/scripts/check-links" }
 

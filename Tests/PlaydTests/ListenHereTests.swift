@@ -6,7 +6,7 @@ import CoreStreamTestSupport
 /// "Listen here" (issue 45): playd's own output as HTTP streams, heard by real clients
 /// (the `ffmpeg` CLI, mpv, Python's sockets) while playd plays known music through its
 /// paced null output (no sound card: the stream is paced by that clock).
-@Suite("Listen here: HTTP audio streams", .serialized)
+@Suite("Listen here: HTTP audio streams", .checksSomething, .serialized)
 struct ListenHereTests {
     /// Music: a two-tone chord whose pitch sweeps (so every moment differs from the
     /// next and a match is one place), 48 kHz stereo, tagged.

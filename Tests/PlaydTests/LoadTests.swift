@@ -13,7 +13,7 @@ import Glibc
 /// for docs/reliability.md is `PLAYD_LOAD_SECONDS=120 swift test --filter LoadTests`.
 /// Figures (latencies) go to the test output and $TMPDIR/playd-load.txt; no bound on
 /// time is asserted (a loaded machine would fail it, not playd).
-@Suite("Control load")
+@Suite("Control load", .checksSomething)
 struct LoadTests {
     enum Kind: CaseIterable { case poller, subscriber, garbage, nonReader }
 

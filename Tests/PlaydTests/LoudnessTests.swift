@@ -8,7 +8,7 @@ import CoreStreamTestSupport
 /// within 0.2 dB, on music-like files in every codec and on synthetic signals chosen
 /// for what they stress (a true peak between samples, mono, 5.1's surround weights,
 /// near-silence under the gate's threshold, a loud burst in quiet).
-@Suite("Loudness measured (EBU R128)", .serialized)
+@Suite("Loudness measured (EBU R128)", .checksSomething, .serialized)
 struct LoudnessTests {
     struct CLIFigures { var integrated: Double?; var range: Double; var truePeak: Double? }
 

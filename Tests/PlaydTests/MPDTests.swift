@@ -7,7 +7,7 @@ import CoreStreamTestSupport
 
 /// `Last-Modified:` times as `date -u` writes them; a modification time far past any
 /// calendar (a file's mtime is the owner's to set) still gives a line, not a trap.
-@Suite("MPD times")
+@Suite("MPD times", .checksSomething)
 struct MPDTimeTests {
     @Test(arguments: [0, 1_795_532_628, 15_032_385_535, 67_767_976_233_316_800, Int.max, -1])
     func lastModifiedIsUTC(_ seconds: Int) throws {
@@ -22,7 +22,7 @@ struct MPDTimeTests {
 }
 
 /// The MPD session state machine, line by line, against MPD's documented behaviour.
-@Suite("MPD protocol session", .tags(.addressSanitizer))
+@Suite("MPD protocol session", .checksSomething, .tags(.addressSanitizer))
 struct MPDSessionTests {
     final class Log: @unchecked Sendable { var calls: [[String]] = [] }
 
@@ -130,7 +130,7 @@ struct MPDSessionTests {
 
 /// Real MPD clients against a real daemon: mpc, and python-mpd2 used the way Home
 /// Assistant uses it.
-@Suite("MPD clients against playd", .serialized)
+@Suite("MPD clients against playd", .checksSomething, .serialized)
 struct MPDClientTests {
     /// 90 s of tone with tags, made once; a failure to make it fails the test.
     static func long() throws -> String {

@@ -13,7 +13,7 @@ import CoreStreamTestSupport
 /// per stream at its `max_index_size`, 1 MiB. Measured here: +300 kB over the file
 /// with 4096-frame blocks (the encoder's default, used below), +1 MB with 1152-frame
 /// blocks, where the cap is reached after about 19 minutes; then it stays.
-@Suite("Memory in file length")
+@Suite("Memory in file length", .checksSomething)
 struct MemoryTests {
     @Test func privateMemoryIsFlatOverALongFile() throws {
         let d = try DaemonHarness(output: "null?pace=off")

@@ -5,7 +5,7 @@ import PlaydSessions
 /// The message board's caps, which a hostile client would press on: unread messages
 /// are bounded in count (MPD's 64) and in bytes (256 KiB a client), and what does not
 /// fit is not delivered, so memory per connection stays bounded.
-@Suite("MPD message board limits")
+@Suite("MPD message board limits", .checksSomething)
 struct MessageChannelsTests {
     final class Owner {}
 

@@ -73,7 +73,7 @@ final class LineProcess: @unchecked Sendable {
 /// snapserver drives it (JSON-RPC on its stdin and stdout) against real MPD and
 /// against playd: the properties it reports (state, position, volume, loop and
 /// shuffle, every metadata field) and the effect of its controls must be the same.
-@Suite("meta_mpd.py against real MPD", .serialized)
+@Suite("meta_mpd.py against real MPD", .checksSomething, .serialized)
 struct MetaMPDTests {
     static let plugin = "/usr/share/snapserver/plug-ins/meta_mpd.py"
 

@@ -11,7 +11,7 @@ import Glibc
 /// percentages of a position, versions, dates, job numbers). The few that still
 /// differ are listed with the reason; the test checks they still do, so the list
 /// (and docs/protocol.md's) cannot go stale.
-@Suite("mpc against real MPD", .serialized)
+@Suite("mpc against real MPD", .checksSomething, .serialized)
 struct MpcSuiteTests {
     /// One mpc run: its arguments after `-h SOCKET`.
     struct Run: CustomStringConvertible, Sendable {

@@ -7,7 +7,7 @@ import CoreStreamTestSupport
 /// source), a snapclient renders to a raw file with its `file` player. What the client
 /// rendered is checked for frequency, level, length and gaps; snapserver is killed and
 /// restarted mid-play.
-@Suite("Multi-room: playd → snapserver → snapclient", .serialized)
+@Suite("Multi-room: playd → snapserver → snapclient", .checksSomething, .serialized)
 struct MultiroomTests {
     /// snapserver and snapclient on loopback ports of their own, in the harness folder.
     final class Snapcast {

@@ -25,7 +25,7 @@ import CoreStreamTestSupport
 ///   before A's end: ring 0.74 s is taken back, the device's 200 ms buffer is not), that
 ///   entry and the tracks heard are the model's; later, the model's, or the old next
 ///   (whole) and then what follows it in the edited queue.
-@Suite("Next track edited late over MPD, paced", .serialized)
+@Suite("Next track edited late over MPD, paced", .checksSomething, .serialized)
 struct NextEditSweepTests {
     static let rate = 44_100
     /// A 2.2 s, B and D 1.5 s, C 0.15 s. A track followed by another is longer than

@@ -9,7 +9,7 @@ import CoreStreamTestSupport
 /// like the end of the queue's current entry, so that track played twice. Rendered
 /// unpaced, a split album had its third track twice in 2–4 of 6 formats per run.
 /// The capture is compared with the `ffmpeg` CLI's decodes of the files, concatenated.
-@Suite("Next track: each queued track once, in order", .serialized)
+@Suite("Next track: each queued track once, in order", .checksSomething, .serialized)
 struct NextTrackTests {
     /// Plays the daemon's queue from its first entry and waits until it has stopped at
     /// the queue's end (the queue has no current entry any more).

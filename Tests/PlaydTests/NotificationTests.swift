@@ -7,7 +7,7 @@ import CoreStreamTestSupport
 /// JSON `subscribe`r gets the event, an MPD client in `idle SUBSYSTEM` wakes with that
 /// subsystem. Real daemon, real sockets. (A `playctl seek` never woke `idle player`,
 /// a `playctl shuffle` never woke `idle options`.)
-@Suite("Notifications reach both protocols", .serialized)
+@Suite("Notifications reach both protocols", .checksSomething, .serialized)
 struct NotificationTests {
     enum Via: String { case json, mpd }
     struct Row: CustomStringConvertible {

@@ -11,7 +11,7 @@ import Glibc
 /// `--reverse` and `--demo`, each captured through `wav:PATH?pace=off` and compared
 /// with the ffmpeg CLI's decode; and the fade-out a stop signal promises, in the
 /// one-shot player and the daemon.
-@Suite("One-shot player and stop signals", .serialized)
+@Suite("One-shot player and stop signals", .checksSomething, .serialized)
 struct OneShotTests {
     let flac = Fixtures.named("flac-44100-2.flac")
 

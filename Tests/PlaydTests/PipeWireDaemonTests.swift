@@ -9,7 +9,7 @@ import Glibc
 /// playd the daemon on its native PipeWire output (issue 46), against a private
 /// headless PipeWire (scripts/pipewire): what desktop mixers see of the stream, the
 /// stream's own volume, and a server killed and started again under a running daemon.
-@Suite("PipeWire daemon", .serialized)
+@Suite("PipeWire daemon", .checksSomething, .serialized)
 struct PipeWireDaemonTests {
     /// A tagged 30 s tone at 48 kHz.
     func tagged(_ path: String, title: String, artist: String, album: String) throws {

@@ -9,7 +9,7 @@ import CoreStreamTestSupport
 /// The Player in-process, without sockets (as swift-nio tests handlers with
 /// EmbeddedChannel): typed commands against the unpaced null output, and what each
 /// tells its subscribers.
-@Suite("Player, in-process", .serialized)
+@Suite("Player, in-process", .checksSomething, .serialized)
 struct PlayerTests {
     final class Box: @unchecked Sendable {
         // @unchecked Sendable: `posted` is behind its Mutex; the rest is the test thread's.

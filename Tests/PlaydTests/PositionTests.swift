@@ -11,7 +11,7 @@ import CoreStreamTestSupport
 /// `paused` event carries the frame where the sound stopped, and the first status after
 /// it says the same. On the paced `wav:` output that frame is checked against the
 /// capture: where the ramp-out ended in what was written.
-@Suite("Position heard, polled through transport changes", .serialized)
+@Suite("Position heard, polled through transport changes", .checksSomething, .serialized)
 struct PositionTests {
     struct Sample { let file: String; let state: String; let position: Double }
 

@@ -4,7 +4,7 @@ import PlaydProtocol
 import Foundation
 import CoreStreamTestSupport
 
-@Suite("JSON", .tags(.addressSanitizer))
+@Suite("JSON", .checksSomething, .tags(.addressSanitizer))
 struct JSONTests {
     @Test(arguments: [
         #"{"id":1,"cmd":"play","path":"/a b/ü.flac"}"#,
@@ -52,7 +52,7 @@ struct JSONTests {
     }
 }
 
-@Suite("TIME arguments")
+@Suite("TIME arguments", .checksSomething)
 struct TimeArgumentTests {
     @Test(arguments: [
         ("83.5", TimeArgument(value: .seconds(83.5))),
@@ -74,7 +74,7 @@ struct TimeArgumentTests {
     }
 }
 
-@Suite("Config", .tags(.addressSanitizer))
+@Suite("Config", .checksSomething, .tags(.addressSanitizer))
 struct ConfigTests {
     @Test func readsEveryKey() throws {
         let text = """

@@ -3,7 +3,7 @@ import Testing
 @testable import PlaydDaemon
 import CoreStreamTestSupport
 
-@Suite("Play queue", .tags(.addressSanitizer))
+@Suite("Play queue", .checksSomething, .tags(.addressSanitizer))
 struct PlayQueueTests {
     func queue(_ n: Int) -> PlayQueue {
         var q = PlayQueue()
@@ -187,7 +187,7 @@ struct PlayQueueTests {
 }
 
 /// Stored playlists in-process: names, the file's form, caps.
-@Suite("Stored playlists, in-process")
+@Suite("Stored playlists, in-process", .checksSomething)
 struct StoredPlaylistsUnitTests {
     func lists(_ dir: String) -> StoredPlaylists {
         StoredPlaylists(directory: dir, root: "/srv/music", maxBytes: 200, maxEntries: 3)
@@ -220,7 +220,7 @@ struct StoredPlaylistsUnitTests {
 }
 
 /// Edits of the entry playing, through the daemon's own MPD sessions (InProcessServer).
-@Suite("Queue edits of the entry playing, in-process", .serialized)
+@Suite("Queue edits of the entry playing, in-process", .checksSomething, .serialized)
 struct PlayingEntryEditTests {
     /// `delete` of the song playing answers once the song that follows plays, so a
     /// `status` right after names it (as MPD 0.23's does). The request waited for nothing

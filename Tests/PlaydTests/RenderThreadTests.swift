@@ -9,7 +9,7 @@ import CoreStreamTestSupport
 /// from its first wait on, and prints the counts when playd exits. A control run points
 /// the same probe at the reader thread, which allocates and locks freely, so a probe
 /// that sees nothing cannot pass the test.
-@Suite("Render thread: no allocation, lock or log", .serialized)
+@Suite("Render thread: no allocation, lock or log", .checksSomething, .serialized)
 struct RenderThreadTests {
     struct Counts: Equatable { var threads = 0, allocations = 0, locks = 0, logs = 0 }
 

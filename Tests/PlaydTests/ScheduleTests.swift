@@ -8,7 +8,7 @@ import CoreStreamTestSupport
 /// before a boundary in Europe/Berlin, and what it plays is read from the `wav:`
 /// capture and compared with the `ffmpeg` CLI's decode of each programme's file; the
 /// day plans are compared with GNU date's arithmetic over the same zone.
-@Suite("Schedule", .serialized)
+@Suite("Schedule", .checksSomething, .serialized)
 struct ScheduleTests {
     static let faketime = ClockTests.faketime
 

@@ -5,7 +5,7 @@ import CoreStreamTestSupport
 
 /// Stored playlists through the real daemon: `playctl save/load/playlists` and mpc on
 /// the same files, which Debian's MPD reads as its own (and playd reads MPD's).
-@Suite("Stored playlists", .serialized)
+@Suite("Stored playlists", .checksSomething, .serialized)
 struct StoredPlaylistTests {
     func mpc(_ socket: String, _ args: String...) throws -> (Int32, String) {
         let r = try Shell.run(["mpc", "-h", socket] + args)
@@ -71,7 +71,7 @@ struct StoredPlaylistTests {
 /// Cover art as Home Assistant fetches it: python-mpd2 checks `commands`, then reads
 /// `albumart` and `readpicture` chunk by chunk; the bytes must be the cover file's and
 /// the embedded picture as the ffmpeg CLI extracts it.
-@Suite("Cover art over MPD")
+@Suite("Cover art over MPD", .checksSomething)
 struct CoverArtTests {
     @Test func pythonMPD2ReadsCoversWhole() throws {
         let python = try MPDClientTests.pythonWithMPD2()

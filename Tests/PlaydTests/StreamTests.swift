@@ -8,7 +8,7 @@ import CoreStreamTestSupport
 /// titles in JSON status, events and MPD's currentsong with an `idle player` wake-up,
 /// a drop and reconnect, Home Assistant's clear/add/play, typed failures that move the
 /// queue on, a server that never answers, and the policy (`[streams]`).
-@Suite("Streams through the daemon", .serialized)
+@Suite("Streams through the daemon", .checksSomething, .serialized)
 struct StreamTests {
     /// A 440 Hz stereo tone (the radio's programme), made once.
     static let tone: String = {

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import CoreStreamTestSupport
 
-@Suite("systemd unit")
+@Suite("systemd unit", .checksSomething)
 struct SystemdUnitTests {
     /// `systemd-analyze security --offline=true systemd/playd.service` must report an
     /// exposure of 2.0 or lower.

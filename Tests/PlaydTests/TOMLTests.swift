@@ -8,7 +8,7 @@ import CoreStreamTestSupport
 /// MIT, in Tests/Fixtures/toml-test): every document its `files-toml-1.0.0` lists. A
 /// valid one must give the values its `.json` twin holds (toml-test's tagged form);
 /// an invalid one must be refused.
-@Suite("TOML 1.0 on the toml-test corpus", .tags(.addressSanitizer))
+@Suite("TOML 1.0 on the toml-test corpus", .checksSomething, .tags(.addressSanitizer))
 struct TOMLTests {
     static let corpus = Fixtures.repositoryRoot.appendingPathComponent("Tests/Fixtures/toml-test")
 

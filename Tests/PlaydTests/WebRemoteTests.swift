@@ -8,7 +8,7 @@ import CoreStreamTestSupport
 /// desktop's, and checks each control's effect with `playctl status --json`; axe-core
 /// checks each view. The daemon here is the built one, with `[http] listen` on loopback.
 /// `PLAYD_SCREENSHOTS=docs` saves the screenshots the README shows.
-@Suite("Web remote", .serialized)
+@Suite("Web remote", .checksSomething, .serialized)
 struct WebRemoteTests {
     static var script: String { Fixtures.repositoryRoot.path + "/Tests/Web/remote.py" }
 

@@ -1,3 +1,4 @@
+import CoreStream
 import PlaydProtocol
 import PlaydSessions
 
@@ -32,6 +33,16 @@ public struct ArgumentSpec: Sendable {
         /// Seconds: MPD a float word (`+N`/`-N` from the position heard where
         /// `relative`; else a negative one is refused), JSON a number.
         case seconds(relative: Bool)
+        /// A time in a track (JSON's `play` `at`, `seek` `to`, `loop` points): JSON a
+        /// number of seconds, `{"seconds": S}` or `{"frames": N}` (a whole number, at
+        /// most 2^53), with `"relative": true` a signed amount from the position heard
+        /// where `relative`, or a string as `playctl` takes it (`83.5`, `1:23.5`,
+        /// `+10`, `123456f`). A relative time where none is allowed is a bad request,
+        /// a negative absolute one an invalid argument. MPD: as ``seconds(relative:)``.
+        case time(relative: Bool)
+        /// A file, folder or URL to open: a non-empty string of at most 4,096 bytes
+        /// (PATH_MAX); whether it may be opened is the Player's check (the roots).
+        case source
         /// A name whose owner checks it (a stored playlist's: StoredPlaylists.checkName,
         /// MPD's "Bad playlist name"): any word here, any string on JSON. Its length is
         /// bounded by the line it came in (limits.max_line_bytes).
@@ -87,17 +98,26 @@ public struct ArgumentSpec: Sendable {
         switch kind {
         case .integer(let r): return "a whole number \(r.lowerBound)…\(r.upperBound)"
         case .flag: return "true or false"
-        case .number(let r, let nan): return "a number \(Self.figure(r.lowerBound))…\(Self.figure(r.upperBound))\(nan ? " or null" : "")"
+        case .number(let r, let nan):
+            let range = r.lowerBound.isFinite || r.upperBound.isFinite ? " \(Self.figure(r.lowerBound))…\(Self.figure(r.upperBound))" : ""
+            return "a number\(range)\(nan ? " or null" : "")"
         case .choice(let cs, _): return cs.compactMap(\.json).joined(separator: ", ")
         case .index: return "a queue position (a whole number)"
         case .id: return "an entry id (a whole number ≥ 0)"
         case .seconds(let relative): return relative ? "a number of seconds" : "a number of seconds ≥ 0"
+        case .time(let relative):
+            return "seconds (a number ≥ 0 or a string such as \"1:23.5\"), {\"seconds\": …} or {\"frames\": …}"
+                + (relative ? ", with \"relative\": true from the position heard" : "")
+        case .source: return "a file or URL (a non-empty string of at most \(Self.maxSourceBytes) bytes)"
         case .name: return "a string"
         case .range: return "a range \"START:END\""
         case .list(let element): return "an array, each \(ArgumentSpec(name, element).jsonExpectation)"
         case .filter, .words: return "MPD words (no JSON command takes them)"
         }
     }
+
+    /// The longest file or URL a command takes (Linux's PATH_MAX).
+    static let maxSourceBytes = 4096
 
     static func figure(_ d: Double) -> String { d == d.rounded() && abs(d) < 1e15 ? String(Int(d)) : "\(d)" }
 }
@@ -111,6 +131,8 @@ public enum ArgumentValue: Sendable, Equatable {
     case choice(String)
     /// Seconds; `relative`: from the position heard.
     case time(Double, relative: Bool)
+    /// A ``ArgumentSpec/Kind/time(relative:)``: seconds or frames, and a direction.
+    case at(TimeArgument)
     case text(String)
     /// START, and END (nil: open) when the word was a range.
     case range(Int, Int?, isRange: Bool)
@@ -140,6 +162,7 @@ public struct Arguments: Sendable {
     public func time(_ name: String) -> (seconds: Double, relative: Bool)? {
         if case .time(let s, let r)? = values[name] { return (s, r) }; return nil
     }
+    public func at(_ name: String) -> TimeArgument? { if case .at(let v)? = values[name] { return v }; return nil }
     public func text(_ name: String) -> String? { if case .text(let v)? = values[name] { return v }; return nil }
     public func list(_ name: String) -> [ArgumentValue] { if case .list(let v)? = values[name] { return v }; return [] }
     public func filter(_ name: String) -> (terms: [FilterTerm], group: String?)? {
@@ -193,7 +216,17 @@ extension ArgumentSpec {
             guard word.utf8.count <= 64, let v = Double(word), v.isFinite else { throw PlayerError(.badRequest, "Float expected: \(word)") }
             guard !signed || relative || v >= 0 else { throw PlayerError(.invalidArgument, "Negative value not allowed: \(word)") }
             return .time(v, relative: signed && relative)
+        case .time(let relative):
+            guard case .time(let v, let r) = try ArgumentSpec(name, .seconds(relative: relative)).read(mpd: word) else {
+                throw PlayerError(.badRequest, "Float expected: \(word)")
+            }
+            return .at(TimeArgument(value: .seconds(abs(v)), direction: r ? (v < 0 ? -1 : 1) : 0))
         case .name:
+            return .text(word)
+        case .source:
+            guard !word.isEmpty, word.utf8.count <= Self.maxSourceBytes else {
+                throw PlayerError(.badRequest, "a file or URL of 1…\(Self.maxSourceBytes) bytes expected")
+            }
             return .text(word)
         case .range:
             let parts = word.split(separator: ":", omittingEmptySubsequences: false)
@@ -273,8 +306,13 @@ extension ArgumentSpec {
             guard let d = v.numberValue, d.isFinite else { throw PlayerError(.badRequest, must) }
             guard relative || d >= 0 else { throw PlayerError(.invalidArgument, must) }
             return .time(d, relative: relative)
+        case .time(let relative):
+            return .at(try readTime(json: v, relative: relative, must: must))
         case .name:
             guard let s = v.stringValue else { throw PlayerError(.badRequest, must) }
+            return .text(s)
+        case .source:
+            guard let s = v.stringValue, !s.isEmpty, s.utf8.count <= Self.maxSourceBytes else { throw PlayerError(.badRequest, must) }
             return .text(s)
         case .list(let element):
             guard let items = v.arrayValue else { throw PlayerError(.badRequest, must) }
@@ -287,5 +325,36 @@ extension ArgumentSpec {
             // takes tags as members).
             throw PlayerError(.badRequest, must)
         }
+    }
+
+    /// A JSON time (``Kind/time(relative:)``). Checked here, once: finite seconds, whole
+    /// frames within 2^53, the direction allowed, an absolute one not negative.
+    private func readTime(json v: JSON, relative allowed: Bool, must: String) throws(PlayerError) -> TimeArgument {
+        let t: TimeArgument
+        if let text = v.stringValue {
+            // 64 bytes: no time needs more, and the parser is not handed a megabyte.
+            guard text.utf8.count <= 64 else { throw PlayerError(.badRequest, must) }
+            do { t = try TimeArgument(parsing: text) } catch { throw PlayerError(.badRequest, "\"\(name)\": \(error)") }
+            if case .frames(let f) = t.value, f > FrameTime.maxFrames { throw PlayerError(.badRequest, must) }
+        } else if let s = v.numberValue {
+            guard s.isFinite else { throw PlayerError(.badRequest, must) }
+            guard s >= 0 else { throw PlayerError(.invalidArgument, "\"\(name)\" is negative: \(must)") }
+            t = TimeArgument(value: .seconds(s))
+        } else if case .object = v {
+            let relative = v["relative"]?.boolValue ?? false
+            if let s = v["seconds"]?.numberValue, s.isFinite {
+                guard relative || s >= 0 else { throw PlayerError(.invalidArgument, "\"\(name)\" is negative: \(must)") }
+                t = TimeArgument(value: .seconds(abs(s)), direction: relative ? (s < 0 ? -1 : 1) : 0)
+            } else if let f = v["frames"]?.numberValue, f == f.rounded(), abs(f) <= Double(FrameTime.maxFrames) {
+                guard relative || f >= 0 else { throw PlayerError(.invalidArgument, "\"\(name)\" is negative: \(must)") }
+                t = TimeArgument(value: .frames(Int64(abs(f))), direction: relative ? (f < 0 ? -1 : 1) : 0)
+            } else {
+                throw PlayerError(.badRequest, must)
+            }
+        } else {
+            throw PlayerError(.badRequest, must)
+        }
+        guard t.direction == 0 || allowed else { throw PlayerError(.badRequest, "\"\(name)\" cannot be relative") }
+        return t
     }
 }

@@ -8,7 +8,7 @@ import PlaydSessions
 /// MPD has its own commands for the same needs (CommandSpecs+MPD.swift).
 extension CommandSpecs {
     static let jsonOnly: [CommandSpec] = [add("add", place: .end), add("insert", place: .next)]
-        + jsonStoredPlaylists + jsonLibrary + jsonReads
+        + jsonTransport + jsonStoredPlaylists + jsonLibrary + jsonReads
 
     /// `find`'s tags: each an optional member (`"artist": "Alpha"`, `"title": "D*"`).
     static let findTags = MusicLibrary.fields.keys.sorted()
@@ -112,4 +112,104 @@ extension CommandSpecs {
                                    ("data", .string(Base64.encode(art.bytes)))))]
         },
     ]
+
+    /// JSON's `play`, `seek`, `loop` and `announce`: one command each where MPD has
+    /// several (`play`/`playid`, `seek`/`seekid`/`seekcur`), their times read through
+    /// the ``ArgumentSpec/Kind/time(relative:)`` kind.
+    static let jsonTransport: [CommandSpec] = [
+        // `path` or `url` (a file or stream, started `at` a time), `entry` (an id),
+        // `index`, or none: the queue from where it stands.
+        .jsonMembers("play", .control, [A("path", .source, optional: true), A("url", .source, optional: true),
+                                        A("at", .time(relative: false), optional: true),
+                                        A("entry", .id, optional: true), A("index", .index, optional: true)]) { p, a throws(PlayerError) in
+            // `url` is `path` by another name: an http(s) URL is a stream either way.
+            if let given = a.text("path") ?? a.text("url") {
+                var frames: Int64?, seconds: Double?
+                switch a.at("at")?.value {
+                case .seconds(let s)?: seconds = s
+                case .frames(let f)?: frames = f
+                case nil: break
+                }
+                let out = try p.perform(.playFile(path: given, at: frames, atSeconds: seconds))
+                var reply: [(String, JSON)] = [("file", .string(out.file ?? given))]
+                // A stream is connected to after this reply: `buffering`, then `track` or `error`.
+                if p.openingStream != nil { reply.append(("state", .string("buffering"))) }
+                return reply
+            }
+            if let id = a.integer("entry") {
+                try p.perform(.playID(id))
+            } else if let index = a.integer("index") {
+                try p.perform(.playIndex(index))
+            } else {
+                try p.perform(.playQueue)
+            }
+            return JSONEncoding.current(p)
+        },
+        .jsonMembers("seek", .control, [A("to", .time(relative: true))]) { p, a throws(PlayerError) in
+            let t = a.at("to")!
+            let sign: Int64 = t.direction < 0 ? -1 : 1
+            let command: Command
+            switch t.value {
+            case .seconds(let s): command = .seek(frames: nil, seconds: Double(sign) * s, relative: t.direction != 0)
+            case .frames(let f): command = .seek(frames: sign * f, seconds: nil, relative: t.direction != 0)
+            }
+            let frame = try p.perform(command).seekedTo ?? 0
+            let rate = p.snapshot().status.track?.sampleRate ?? 44100
+            return [("position_frames", .int(frame)), ("position", .number(FrameTime.seconds(frame, rate: rate)))]
+        },
+        // `start` and `end` (`count` times, null: forever; `ping_pong`), or `clear`/`off`.
+        .jsonMembers("loop", .control, [A("start", .time(relative: false), optional: true), A("end", .time(relative: false), optional: true),
+                                        A("count", .integer(0...999_999_999), optional: true), A("ping_pong", .flag, optional: true),
+                                        A("clear", .flag, optional: true), A("off", .flag, optional: true)]) { p, a throws(PlayerError) in
+            if a.flag("clear") == true || a.flag("off") == true {
+                try p.perform(.loop(nil))
+                return [("loop", .null)]
+            }
+            guard let start = a.at("start"), let end = a.at("end") else {
+                throw PlayerError(.badRequest, "loop needs \"start\" and \"end\", or \"clear\": true")
+            }
+            guard let track = p.snapshot().playing else { throw PlayerError(.notPlaying, "nothing is playing to loop in") }
+            let region = LoopRegion(start: try frames(start, rate: track.sampleRate), end: try frames(end, rate: track.sampleRate),
+                                    count: a.integer("count"), pingPong: a.flag("ping_pong") ?? false)
+            try p.perform(.loop(region))
+            return [("loop", JSONEncoding.loop(p.loopView(p.snapshot().status)))]
+        },
+        // `path` or `url` over the music (`duck`, `gain` in dB, `pause`, a `chime`
+        // before), or `cancel`: true. Their ranges are the Player's (the schedule and
+        // MPD's `sendmessage announce` come the same way).
+        .jsonMembers("announce", .control, [A("path", .source, optional: true), A("url", .source, optional: true),
+                                            A("chime", .source, optional: true), A("duck", decibels, optional: true),
+                                            A("gain", decibels, optional: true), A("pause", .flag, optional: true),
+                                            A("cancel", .flag, optional: true)]) { p, a throws(PlayerError) in
+            if let cancel = a.flag("cancel") {
+                guard cancel else { throw PlayerError(.badRequest, "\"cancel\" must be true") }
+                try p.perform(.cancelAnnouncement)
+                return []
+            }
+            guard let source = a.text("path") ?? a.text("url") else {
+                throw PlayerError(.badRequest, "announce needs \"path\" (a file or URL), or \"cancel\": true")
+            }
+            var r = Player.AnnounceRequest(source: source)
+            r.chime = a.text("chime")
+            if let d = a.number("duck") { r.duckDB = d }
+            if let g = a.number("gain") { r.gainDB = g }
+            if let pause = a.flag("pause") { r.pause = pause }
+            let waiting = try p.perform(.announce(r)).waiting ?? 0
+            return [("queued", .bool(waiting > 0)), ("waiting", .int(waiting))]
+        },
+    ]
+
+    /// A level in dB: any finite number here; the Player holds the ranges.
+    static let decibels = A.Kind.number(-Double.infinity...Double.infinity, nan: false)
+
+    /// A time as a frame count at `rate`, within the engine's 2^53 frames.
+    static func frames(_ t: TimeArgument, rate: Int) throws(PlayerError) -> Int64 {
+        switch t.value {
+        case .seconds(let s):
+            guard let f = FrameTime.checkedFrames(seconds: s, rate: rate) else { throw PlayerError(.badRequest, "\(s) s is out of range") }
+            return f
+        case .frames(let f):
+            return f  // ≤ 2^53: checked as it was read
+        }
+    }
 }

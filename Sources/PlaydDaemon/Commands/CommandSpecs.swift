@@ -8,8 +8,8 @@ import PlaydSessions
 /// protocols mean different things by one name (MPD's `repeat 0|1` and JSON's
 /// one-word `repeat`, MPD's `pause [0|1]` and JSON's `pause`) each meaning is its own
 /// row. The commands only MPD spells are in CommandSpecs+MPD.swift, those only JSON
-/// spells in CommandSpecs+JSON.swift; the JSON commands not yet specs are rows of
-/// JSONCommands.legacyTable.
+/// spells in CommandSpecs+JSON.swift; the JSON session's own (`subscribe`,
+/// `unsubscribe`, `status`) are rows of JSONCommands.sessionRows.
 public enum CommandSpecs {
     typealias A = ArgumentSpec
 

@@ -65,7 +65,7 @@ final class JSONSession: LineSession {
         guard let cmd = req["cmd"] else { return errorReply(id: id, .badRequest, "missing \"cmd\"") }
         guard let name = cmd.stringValue else { return errorReply(id: id, .badRequest, "\"cmd\" must be a string") }
         let spec = player.commands.byJSON[name]
-        let handler = JSONCommands.legacyTable[name]
+        let handler = JSONCommands.sessionRows[name]
         guard spec != nil || handler != nil else { return errorReply(id: id, .unknownCommand, "unknown command '\(name)'") }
         do {
             let result: [(String, JSON)]

@@ -1,0 +1,1 @@
+../PlaydTests/ExpectationGuard.swift
