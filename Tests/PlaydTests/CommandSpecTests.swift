@@ -25,7 +25,7 @@ struct CommandSpecTests {
     static let nightMode = CommandSpec(json: "night_mode", mpd: "nightmode", .control,
                                        [ArgumentSpec("volume", .integer(0...40)), ArgumentSpec("consume", .flag, optional: true)],
                                        reply: .options) { p, a throws(PlayerError) in
-        try p.perform(.volume(.set(a.integer("volume")!)))
+        try p.perform(.volume(.set(a.bounded("volume")!)))
         try p.perform(.setConsume(a.flag("consume") ?? true))
     }
 

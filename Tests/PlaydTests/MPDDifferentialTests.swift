@@ -264,6 +264,10 @@ struct MPDDifferentialTests {
         Session("playlistinfo -1"), Session("playlistinfo 0:"), Session("add flac-44100-2.flac", "playlistinfo -1"),
         Session("delete -1"), Session("add flac-44100-2.flac", "add flac-48000-1.flac", "delete -1", "playlistinfo"),
 Session("prioid 3 abc"), Session("prio 256 0"), Session("shuffle 5:3"),
+        // plchanges' window, cut at the queue's end; one past the end is empty.
+        Session("add flac-44100-2.flac", "add flac-48000-1.flac", "add flac-44100-2.flac", "plchanges 0 1:2", "plchanges 0 2:",
+                "plchanges 0 5:9", "plchanges 0 1"),
+        Session("plchanges 0 2:1"),
         Session("lsinfo nosuchdir"), Session("listall nosuchdir"), Session("listallinfo nosuchdir"),
         Session("addid flac-44100-2.flac 5"), Session("addid flac-44100-2.flac abc"), Session("add flac-44100-2.flac abc"),
         Session("playlistmove a abc 0"), Session("load a abc"), Session("update a b"),

@@ -81,12 +81,12 @@ struct PlayerTests {
         ("move", [.move(0..<1, to: 1)], .queue),
         ("play index", [.playIndex(0)], .player),
         ("pause", [.playIndex(0), .transport(.pause)], .player),
-        ("seek", [.playIndex(0), .seek(frames: nil, seconds: 1, relative: false)], .player),
+        ("seek", [.playIndex(0), .seek(try! SeekTarget(checking: .seconds(1), relative: false))], .player),
         ("repeat", [.setRepeat(true)], .options),
         ("single", [.setSingle(.oneshot)], .options),
         ("random", [.setRandom(true)], .options),
         ("consume", [.setConsume(true)], .options),
-        ("volume", [.volume(.set(40))], .mixer),
+        ("volume", [.volume(.set(try! Bounded(checking: 40)))], .mixer),
         ("mute", [.mute(true)], .mixer),
         ("output", [.output(name: "local", enabled: false)], .outputs),
         ("direction", [.playIndex(0), .direction(.reverse)], .player),
@@ -194,10 +194,10 @@ struct PlayerTests {
         }
     }
 
-    /// Out-of-range arguments are typed errors, not traps.
+    /// Out-of-range arguments are typed errors, not traps: positions the queue does not
+    /// have, and a seek in seconds that is too many frames at the track's rate.
     @Test(arguments: [Command.playIndex(-1), .playIndex(Int.max), .playID(Int.max), .remove(5..<Int.max),
-                      .move(0..<1, to: Int.max), .volume(.set(101)), .volume(.change(Int.min)),
-                      .seek(frames: Int64.min, seconds: nil, relative: true), .seek(frames: nil, seconds: .nan, relative: false),
+                      .move(0..<1, to: Int.max), .seek(try! SeekTarget(checking: .seconds(1e15), relative: false)),
                       .add(sources: [long], place: .index(Int.max))])
     func badArgumentsAreTypedErrors(_ c: Command) throws {
         let (p, box, dir) = try Self.player(name: "bad")
@@ -206,5 +206,19 @@ struct PlayerTests {
         try box.perform(p, .playIndex(0))
         #expect(throws: PlayerError.self) { try box.perform(p, c) }
         #expect(p.engine.status().state == .playing || p.engine.status().state == .stopped)
+    }
+
+    /// A number with a range is checked where it is made (issue 40: once, not again in
+    /// the Player): out of range it is a typed error for an in-process caller, as the
+    /// argument kinds make it one for a client.
+    @Test func numbersOutOfRangeAreRefusedWhereTheyAreMade() throws {
+        #expect(throws: PlayerError.self) { try Bounded<VolumeLevel>(checking: 101) }
+        #expect(throws: PlayerError.self) { try Bounded<VolumeStep>(checking: Int.min) }
+        #expect(throws: PlayerError.self) { try Bounded<Priority>(checking: 256) }
+        #expect(throws: PlayerError.self) { try SeekTarget(checking: .frames(Int64.min), relative: true) }
+        #expect(throws: PlayerError.self) { try SeekTarget(checking: .seconds(.nan), relative: false) }
+        #expect(try Bounded<VolumeLevel>(checking: 100).value == 100)
+        #expect(try Bounded<Priority>(checking: 0).value == 0)
+        #expect(try SeekTarget(checking: .frames(-(1 << 53)), relative: true).amount == .frames(-(1 << 53)))
     }
 }

@@ -163,6 +163,29 @@ public struct Arguments: Sendable {
         if case .time(let s, let r)? = values[name] { return (s, r) }; return nil
     }
     public func at(_ name: String) -> TimeArgument? { if case .at(let v)? = values[name] { return v }; return nil }
+    /// A whole number its kind read, as the Player takes it: checked once, by the kind,
+    /// whose range the spec takes from `B.range` (or one inside it, as a test's
+    /// command does; the assertion holds a spec to that in debug builds).
+    public func bounded<B: Bounds>(_ name: String) -> Bounded<B>? {
+        integer(name).map { v in
+            assert(B.range.contains(v), "\(name): the spec's kind reads a range outside \(B.self)'s")
+            return Bounded(read: v)
+        }
+    }
+    /// A time (``ArgumentSpec/Kind/seconds(relative:)`` or ``ArgumentSpec/Kind/time(relative:)``)
+    /// as the Player's seek takes it: read and checked by its kind, signed.
+    public func seekTarget(_ name: String) -> SeekTarget? {
+        switch values[name] {
+        case .time(let s, let relative)?: return SeekTarget(read: .seconds(s), relative: relative)
+        case .at(let t)?:
+            let sign: Double = t.direction < 0 ? -1 : 1
+            switch t.value {
+            case .seconds(let s): return SeekTarget(read: .seconds(sign * s), relative: t.direction != 0)
+            case .frames(let f): return SeekTarget(read: .frames(t.direction < 0 ? -f : f), relative: t.direction != 0)
+            }
+        default: return nil
+        }
+    }
     public func text(_ name: String) -> String? { if case .text(let v)? = values[name] { return v }; return nil }
     public func list(_ name: String) -> [ArgumentValue] { if case .list(let v)? = values[name] { return v }; return [] }
     public func filter(_ name: String) -> (terms: [FilterTerm], group: String?)? {

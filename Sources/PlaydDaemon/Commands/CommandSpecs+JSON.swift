@@ -146,14 +146,7 @@ extension CommandSpecs {
             return JSONEncoding.current(p)
         },
         .jsonMembers("seek", .control, [A("to", .time(relative: true))]) { p, a throws(PlayerError) in
-            let t = a.at("to")!
-            let sign: Int64 = t.direction < 0 ? -1 : 1
-            let command: Command
-            switch t.value {
-            case .seconds(let s): command = .seek(frames: nil, seconds: Double(sign) * s, relative: t.direction != 0)
-            case .frames(let f): command = .seek(frames: sign * f, seconds: nil, relative: t.direction != 0)
-            }
-            let frame = try p.perform(command).seekedTo ?? 0
+            let frame = try p.perform(.seek(a.seekTarget("to")!)).seekedTo ?? 0
             let rate = p.snapshot().status.track?.sampleRate ?? 44100
             return [("position_frames", .int(frame)), ("position", .number(FrameTime.seconds(frame, rate: rate)))]
         },

@@ -111,12 +111,12 @@ extension CommandSpecs {
                 let hi = min(isRange ? end ?? p.queue.count : start + 1, p.queue.count)
                 if start < hi { indices += Array(start..<hi) }
             }
-            if !indices.isEmpty { try p.perform(.priority(a.integer("priority")!, indices: indices)) }
+            if !indices.isEmpty { try p.perform(.priority(a.bounded("priority")!, indices: indices)) }
         },
         CommandSpec(mpd: "prioid", .control, [A("priority", priority), A("ids", .list(.id))]) { p, a throws(PlayerError) in
             var indices: [Int] = []
             for case .integer(let id) in a.list("ids") { indices.append(try p.index(ofID: id)) }
-            try p.perform(.priority(a.integer("priority")!, indices: indices))
+            try p.perform(.priority(a.bounded("priority")!, indices: indices))
         },
         .mpdLines("playlistfind", .read, [A("filter", .filter(grouping: false))]) { p, a throws(PlayerError) in
             try M.queueFind(p, a.filter("filter")!.terms, exact: true)
@@ -144,15 +144,23 @@ extension CommandSpecs {
         },
         // The changes since a version: the whole queue when it changed (playd keeps no
         // history of versions; clients take it as a full listing), nothing when not.
+        // Every entry in the window (START:END, cut at the queue's end, as MPD) when the
+        // queue changed since `version`: playd keeps no version per entry.
         .mpdLines("plchanges", .read, [A("version", .index), A("window", .range, optional: true)]) { p, a throws(PlayerError) in
+            var window = 0..<p.queue.count
+            if case .range(let start, let end, let isRange)? = a["window"] {
+                if let end, end < start { throw PlayerError(.badRequest, "Malformed range: \(a.rangeText("window")!)") }
+                let hi = min(isRange ? end ?? p.queue.count : start + 1, p.queue.count)
+                window = min(start, hi)..<hi
+            }
             guard a.integer("version")! != p.playlistVersion else { return [] }
-            try p.probeForListing(p.queue.entries.lazy.map(\.path))
-            return (0..<p.queue.count).flatMap { M.song(p, $0, path: nil) }
+            try p.probeForListing(window.lazy.map { p.queue.entries[$0].path })
+            return window.flatMap { M.song(p, $0, path: nil) }
         },
     ]
 
     /// A priority, as MPD takes one (0…255; "Number too large" past either end).
-    static let priority = A.Kind.integer(0...255)
+    static let priority = A.Kind.integer(Priority.range)
 
     /// Stored playlists as MPD names them, and playlist files under the music folder.
     static let mpdStoredPlaylists: [CommandSpec] = [

@@ -16,8 +16,8 @@ public enum CommandSpecs {
     /// MPD's ranges. A volume is a percentage; a change of more than 100 in either
     /// direction saturates anyway. Crossfade is capped at an hour (longer than any
     /// track worth a fade, and `seconds × rate` stays far inside Int).
-    static let volume = A.Kind.integer(0...100)
-    static let volumeChange = A.Kind.integer(-100...100)
+    static let volume = A.Kind.integer(VolumeLevel.range)
+    static let volumeChange = A.Kind.integer(VolumeStep.range)
     static let crossfadeSeconds = A.Kind.integer(0...Player.CrossfadeSettings.maxSeconds)
     /// MixRamp levels as their analyser writes them (−90 … 0), with room either side.
     static let mixrampDB = A.Kind.number(-200...200, nan: false)
@@ -123,15 +123,19 @@ public enum CommandSpecs {
 
     static let level: [CommandSpec] = [
         CommandSpec(mpd: "setvol", .control, [A("volume", volume)]) { p, a throws(PlayerError) in
-            try p.perform(.volume(.set(a.integer("volume")!)))
+            try p.perform(.volume(.set(a.bounded("volume")!)))
         },
         CommandSpec(mpd: "volume", .control, [A("change", volumeChange)]) { p, a throws(PlayerError) in
-            try p.perform(.volume(.change(a.integer("change")!)))
+            try p.perform(.volume(.change(a.bounded("change")!)))
         },
         // JSON's `volume`: `set`, else `change`, else only the reply (a read).
         CommandSpec(json: "volume", .control, [A("set", volume, optional: true), A("change", volumeChange, optional: true)],
                     reply: .level) { p, a throws(PlayerError) in
-            if let v = a.integer("set") { try p.perform(.volume(.set(v))) } else if let v = a.integer("change") { try p.perform(.volume(.change(v))) }
+            if let v: Bounded<VolumeLevel> = a.bounded("set") {
+                try p.perform(.volume(.set(v)))
+            } else if let v: Bounded<VolumeStep> = a.bounded("change") {
+                try p.perform(.volume(.change(v)))
+            }
         },
         // `muted` left out (or null): toggle.
         CommandSpec(json: "mute", .control, [A("muted", .flag, optional: true)], reply: .level) { p, a throws(PlayerError) in
@@ -187,15 +191,14 @@ public enum CommandSpecs {
             try p.perform(.move(try a.queueRange("range", count: p.queue.count)!, to: a.integer("to")!))
         },
         CommandSpec(mpd: "seek", .control, [A("position", .index), A("time", .seconds(relative: false))]) { p, a throws(PlayerError) in
-            try p.perform(.seekEntry(index: a.integer("position")!, seconds: a.time("time")!.seconds))
+            try p.perform(.seekEntry(index: a.integer("position")!, at: a.seekTarget("time")!))
         },
         CommandSpec(mpd: "seekid", .control, [A("id", .id), A("time", .seconds(relative: false))]) { p, a throws(PlayerError) in
-            try p.perform(.seekEntry(index: try p.index(ofID: a.integer("id")!), seconds: a.time("time")!.seconds))
+            try p.perform(.seekEntry(index: try p.index(ofID: a.integer("id")!), at: a.seekTarget("time")!))
         },
         // `+N`/`-N`: from the position heard.
         CommandSpec(mpd: "seekcur", .control, [A("time", .seconds(relative: true))]) { p, a throws(PlayerError) in
-            let t = a.time("time")!
-            try p.perform(.seek(frames: nil, seconds: t.seconds, relative: t.relative))
+            try p.perform(.seek(a.seekTarget("time")!))
         },
         CommandSpec(mpd: "deleteid", .control, [A("id", .id)]) { p, a throws(PlayerError) in
             let i = try p.index(ofID: a.integer("id")!)

@@ -17,8 +17,8 @@ public enum Command: Sendable {
         case index(Int)
     }
     public enum Volume: Sendable, Equatable {
-        case set(Int)
-        case change(Int)
+        case set(Bounded<VolumeLevel>)
+        case change(Bounded<VolumeStep>)
     }
 
     /// A file outside the queue, from `at` (source frames; nil: the start).
@@ -30,10 +30,11 @@ public enum Command: Sendable {
     /// Resume when paused, else start the queue (MPD `play`, JSON `play` with nothing).
     case playQueue
     case transport(Transport)
-    /// Seek in the current track; `relative`: from the position heard.
-    case seek(frames: Int64?, seconds: Double?, relative: Bool)
-    /// Play queue entry `index` (if it is not the current one) and seek in it (MPD `seek`).
-    case seekEntry(index: Int, seconds: Double)
+    /// Seek in the current track.
+    case seek(SeekTarget)
+    /// Play queue entry `index` (if it is not the current one) and seek in it (MPD
+    /// `seek`, `seekid`: an absolute target).
+    case seekEntry(index: Int, at: SeekTarget)
     case next
     case previous
     /// Entries from files, folders and playlists (expanded and checked against the roots).
@@ -41,8 +42,8 @@ public enum Command: Sendable {
     /// Queue entries `range` out (one state write, one notification, however many).
     case remove(Range<Int>)
     case move(Range<Int>, to: Int)
-    /// MPD's priority for the entries at these indices (0…255).
-    case priority(Int, indices: [Int])
+    /// MPD's priority for the entries at these indices.
+    case priority(Bounded<Priority>, indices: [Int])
     /// Two entries change places (MPD `swap`/`swapid`).
     case swap(Int, Int)
     /// The entries in the range (nil: all) in a new random order; a playing entry in
@@ -85,6 +86,66 @@ public enum Command: Sendable {
     case announce(Player.AnnounceRequest)
     /// Stop the announcement playing (the next waiting one follows).
     case cancelAnnouncement
+}
+
+/// A number checked against its range once, where it comes in (issue 40: a volume was
+/// checked by the protocol's argument kind and again by the Player). From a client, the
+/// command's spec reads it through a kind whose range is `B.range` (Arguments.swift),
+/// and makes it with ``init(read:)``; an in-process caller (the schedule, a test) makes
+/// it with ``init(checking:)``, a typed error out of range. The Player takes it as it is.
+public struct Bounded<B: Bounds>: Sendable, Equatable {
+    public let value: Int
+    public init(checking value: Int) throws(PlayerError) {
+        guard B.range.contains(value) else { throw PlayerError(.invalidArgument, "\(B.what) is \(B.range.lowerBound)…\(B.range.upperBound), not \(value)") }
+        self.value = value
+    }
+    /// A value its argument kind has read within `B.range`: the specs only.
+    init(read value: Int) { self.value = value }
+}
+
+/// A range a ``Bounded`` number is checked against, and what it is called in errors.
+public protocol Bounds: Sendable {
+    static var range: ClosedRange<Int> { get }
+    static var what: String { get }
+}
+public enum VolumeLevel: Bounds {
+    public static let range = 0...100
+    public static let what = "the volume"
+}
+public enum VolumeStep: Bounds {
+    public static let range = -100...100
+    public static let what = "a volume change"
+}
+/// MPD's queue priority (MPD 0.23: 0…255).
+public enum Priority: Bounds {
+    public static let range = 0...255
+    public static let what = "a priority"
+}
+
+/// Where a seek goes, checked once where it came in (as ``Bounded``): frames within the
+/// engine's 2^53, seconds finite; signed, and `relative` from the position heard (else a
+/// negative one is the start). Seconds become frames at the track's rate in the Player.
+public struct SeekTarget: Sendable, Equatable {
+    public enum Amount: Sendable, Equatable {
+        case frames(Int64)
+        case seconds(Double)
+    }
+    public let amount: Amount
+    public let relative: Bool
+    public init(checking amount: Amount, relative: Bool) throws(PlayerError) {
+        switch amount {
+        case .frames(let f):
+            guard f.magnitude <= UInt64(FrameTime.maxFrames) else { throw PlayerError(.badRequest, "\(f) frames is out of range") }
+        case .seconds(let s):
+            guard s.isFinite else { throw PlayerError(.badRequest, "\(s) s is out of range") }
+        }
+        self.init(read: amount, relative: relative)
+    }
+    /// A time its argument kind has read (finite; frames within 2^53): the specs only.
+    init(read amount: Amount, relative: Bool) {
+        self.amount = amount
+        self.relative = relative
+    }
 }
 
 /// What a command did, for the replies (everything else is read from the player).

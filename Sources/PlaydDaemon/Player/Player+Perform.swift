@@ -31,20 +31,20 @@ extension Player {
             try playQueue()
         case .transport(let t):
             transport(t)
-        case .seek(let frames, let seconds, let relative):
-            out.seekedTo = try seek(frames: frames, seconds: seconds, relative: relative)
-        case .seekEntry(let index, let seconds):
+        case .seek(let target):
+            out.seekedTo = try seek(target)
+        case .seekEntry(let index, let target):
             let i = try checkedIndex(index)
             if queue.current != i || engine.status().state == .stopped {
                 // Opened and started at that time, in one step (see playEntry).
-                let frame = try playEntry(i, fromSeconds: seconds)
+                let frame = try playEntry(i, from: target)
                 let s = engine.status()
                 if queue.current == i, let track = s.track, s.state != .stopped {
                     out.seekedTo = frame
                     emit(.seeked(frame: frame, seconds: FrameTime.seconds(frame, rate: track.sampleRate)))
                 }
             } else {
-                out.seekedTo = try seek(frames: nil, seconds: seconds, relative: false)
+                out.seekedTo = try seek(target)
             }
         case .announce(let r): out.waiting = try announce(r)
         case .cancelAnnouncement: try cancelAnnouncement()
@@ -58,8 +58,7 @@ extension Player {
              .playlistRename, .playlistRemove:
             out.added = try storedPlaylist(command)
         case .priority(let p, let indices):
-            guard (0...255).contains(p) else { throw PlayerError(.invalidArgument, "priority \(p) is outside 0…255") }
-            queue.setPriority(p, at: try indices.map(checkedIndex))
+            queue.setPriority(p.value, at: try indices.map(checkedIndex))
             queueChanged()
         case .swap(let a, let b):
             let (i, j) = (try checkedIndex(a), try checkedIndex(b))
@@ -175,21 +174,21 @@ extension Player {
     }
 
     /// Seeks in the current track; returns the frame it landed on.
-    private func seek(frames: Int64?, seconds: Double?, relative: Bool) throws -> Int64 {
+    private func seek(_ target: SeekTarget) throws -> Int64 {
         let s = engine.status()
         guard let track = s.track, s.state != .stopped else { throw PlayerError(.notPlaying, "nothing is playing to seek in") }
         var frame: Int64
-        if let f = frames {
-            guard f.magnitude <= UInt64(FrameTime.maxFrames) else { throw PlayerError(.badRequest, "\(f) frames is out of range") }
-            frame = f
-        } else {
-            let v = seconds ?? 0
-            guard v.isFinite, let m = FrameTime.checkedFrames(seconds: abs(v), rate: track.sampleRate) else {
+        switch target.amount {
+        case .frames(let f):
+            frame = f  // within ±2^53 (SeekTarget): adding the position cannot overflow
+        case .seconds(let v):
+            // Finite (SeekTarget); at this track's rate it may still be too many frames.
+            guard let m = FrameTime.checkedFrames(seconds: abs(v), rate: track.sampleRate) else {
                 throw PlayerError(.badRequest, "\(v) s is out of range")
             }
             frame = v < 0 ? -m : m
         }
-        if relative { frame += s.positionFrames }
+        if target.relative { frame += s.positionFrames }
         frame = max(0, min(frame, track.durationFrames ?? Int64.max))
         try engine.seek(to: frame)
         saveState()
@@ -229,11 +228,9 @@ extension Player {
         var level = currentLevel()
         switch v {
         case .set(let n):
-            guard (0...100).contains(n) else { throw PlayerError(.invalidArgument, "the volume is a whole number 0…100, not \(n)") }
-            level.volume = min(n, config.volumeMax)
+            level.volume = min(n.value, config.volumeMax)
         case .change(let d):
-            guard (-100...100).contains(d) else { throw PlayerError(.invalidArgument, "a volume change is −100…100, not \(d)") }
-            level.volume = min(config.volumeMax, max(0, level.volume + d))
+            level.volume = min(config.volumeMax, max(0, level.volume + d.value))
         }
         try applyLevel(level)
     }

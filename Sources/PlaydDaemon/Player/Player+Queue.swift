@@ -217,7 +217,7 @@ extension Player {
     /// 0 and then sought, the track's first frames were heard before the seek's ramp (a
     /// 1–5 ms blip of its start, found by issue 38's sweep).
     @discardableResult
-    func playEntry(_ index: Int, fromSeconds: Double? = nil) throws -> Int64 {
+    func playEntry(_ index: Int, from: SeekTarget? = nil) throws -> Int64 {
         ControlThread.check()
         autoPlay = nil
         var candidate: Int? = index
@@ -254,13 +254,19 @@ extension Player {
                 // nil: from the start, or from the end in reverse (the engine decides:
                 // a 0 here began a reversed track at its end of play, silently).
                 var start: Int64?
-                if let seconds = fromSeconds, i == index {
+                if let from, i == index {
                     let info = decoder.info
-                    guard seconds.isFinite, seconds >= 0,
-                          let f = FrameTime.checkedFrames(seconds: seconds, rate: info.sampleRate) else {
-                        throw PlayerError(.badRequest, "\(seconds) s is out of range")
+                    let f: Int64
+                    switch from.amount {
+                    case .frames(let n): f = n  // within ±2^53 (SeekTarget)
+                    case .seconds(let s):
+                        // Finite (SeekTarget); at this rate it may still be too many frames.
+                        guard let n = FrameTime.checkedFrames(seconds: s, rate: info.sampleRate) else {
+                            throw PlayerError(.badRequest, "\(s) s is out of range")
+                        }
+                        f = n
                     }
-                    start = min(f, info.durationFrames ?? Int64.max)
+                    start = min(max(0, f), info.durationFrames ?? Int64.max)
                 }
                 cancelStreamOpening()
                 queue.advance(to: i)
