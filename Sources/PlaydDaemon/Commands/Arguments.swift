@@ -197,6 +197,15 @@ public struct Arguments: Sendable {
         guard case .range(let lo, let hi, let isRange)? = values[name] else { return nil }
         return isRange ? "\(lo):\(hi.map(String.init) ?? "")" : "\(lo)"
     }
+    /// A range argument cut at the end of a queue of `count`, as MPD's `shuffle` and
+    /// `plchanges` take one (a single N is N..<N+1); one ending before it starts is
+    /// malformed, in MPD's words.
+    public func clippedRange(_ name: String, count: Int) throws(PlayerError) -> Range<Int>? {
+        guard case .range(let start, let end, let isRange)? = values[name] else { return nil }
+        if let end, end < start { throw PlayerError(.badRequest, "Malformed range: \(rangeText(name)!)") }
+        let hi = min(isRange ? end ?? count : start + 1, count)  // start ≤ Int32.max: no overflow
+        return min(start, hi)..<hi
+    }
     /// A range argument as queue indices: a single N is N..<N+1, an open END the end of
     /// a queue of `count`. One that ends before it starts names nothing in the queue.
     public func queueRange(_ name: String, count: Int) throws(PlayerError) -> Range<Int>? {

@@ -95,13 +95,8 @@ extension CommandSpecs {
         // A range past the end is cut at the end (as MPD); one starting past it is a bad
         // index, one ending before it starts malformed.
         CommandSpec(mpd: "shuffle", .control, [A("range", .range, optional: true)]) { p, a throws(PlayerError) in
-            var r = 0..<p.queue.count
-            if case .range(let start, let end, let isRange)? = a["range"] {
-                if let end, end < start { throw PlayerError(.badRequest, "Malformed range: \(a.rangeText("range")!)") }
-                guard start <= p.queue.count else { throw PlayerError(.badIndex, "Bad song index") }
-                let hi = min(isRange ? end ?? p.queue.count : start + 1, p.queue.count)
-                r = min(start, hi)..<hi
-            }
+            let r = try a.clippedRange("range", count: p.queue.count) ?? 0..<p.queue.count
+            if case .range(let start, _, _)? = a["range"], start > p.queue.count { throw PlayerError(.badIndex, "Bad song index") }
             if r.count > 1 { try p.perform(.shuffle(r)) }
         },
         // Priorities, for random mode. Ranges past the end are cut at the end (as MPD).
@@ -147,12 +142,7 @@ extension CommandSpecs {
         // Every entry in the window (START:END, cut at the queue's end, as MPD) when the
         // queue changed since `version`: playd keeps no version per entry.
         .mpdLines("plchanges", .read, [A("version", .index), A("window", .range, optional: true)]) { p, a throws(PlayerError) in
-            var window = 0..<p.queue.count
-            if case .range(let start, let end, let isRange)? = a["window"] {
-                if let end, end < start { throw PlayerError(.badRequest, "Malformed range: \(a.rangeText("window")!)") }
-                let hi = min(isRange ? end ?? p.queue.count : start + 1, p.queue.count)
-                window = min(start, hi)..<hi
-            }
+            let window = try a.clippedRange("window", count: p.queue.count) ?? 0..<p.queue.count
             guard a.integer("version")! != p.playlistVersion else { return [] }
             try p.probeForListing(window.lazy.map { p.queue.entries[$0].path })
             return window.flatMap { M.song(p, $0, path: nil) }
