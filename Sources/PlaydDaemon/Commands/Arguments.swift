@@ -152,6 +152,10 @@ public struct FilterTerm: Sendable, Equatable {
 /// The arguments of one request, by name, each read through its spec.
 public struct Arguments: Sendable {
     var values: [String: ArgumentValue] = [:]
+    /// Not an argument of the request but of the session it came on: the most bytes of a
+    /// binary reply its client takes at once (MPD's `binarylimit`; the session owns
+    /// it, MPDCommands sets it here before the command runs).
+    public var binaryLimit = MPDSession.defaultBinaryLimit
     public init() {}
     public subscript(_ name: String) -> ArgumentValue? { values[name] }
     public func has(_ name: String) -> Bool { values[name] != nil }

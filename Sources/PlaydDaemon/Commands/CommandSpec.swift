@@ -34,7 +34,13 @@ public struct CommandSpec: Sendable {
         public var lines: [String]
         /// The same for a command only JSON spells (``Reply/jsonMembers``).
         public var members: [(String, JSON)]
-        public init(lines: [String] = [], members: [(String, JSON)] = []) { self.lines = lines; self.members = members }
+        /// The bytes sent after the lines (``Reply/mpdBinary``): a chunk of a picture.
+        public var binary: [UInt8]?
+        public init(lines: [String] = [], members: [(String, JSON)] = [], binary: [UInt8]? = nil) {
+            self.lines = lines
+            self.members = members
+            self.binary = binary
+        }
     }
 
     /// What a command answers with, beyond "done". Each protocol encodes each case
@@ -70,6 +76,10 @@ public struct CommandSpec: Sendable {
         case mpdLines
         /// JSON: the members in the command's ``Output`` (a command only JSON spells).
         case jsonMembers
+        /// MPD: the lines and then the bytes in the command's ``Output`` (`albumart`,
+        /// `readpicture`: `binary: N` and N bytes, N at most the client's `binarylimit`,
+        /// which reaches the command as ``Arguments/binaryLimit``).
+        case mpdBinary
     }
 
     public init(json: String? = nil, mpd: String? = nil, _ permission: MPDSession.Permission,
@@ -92,6 +102,15 @@ public struct CommandSpec: Sendable {
                                 lines: @escaping @Sendable (Player, Arguments) throws(PlayerError) -> [String]) -> CommandSpec {
         var spec = CommandSpec(mpd: name, permission, arguments, reply: .mpdLines) { _, _ throws(PlayerError) in }
         spec.run = { p, a throws(PlayerError) in Output(lines: try lines(p, a)) }
+        return spec
+    }
+
+    /// A command only MPD spells whose reply ends in bytes: `output` makes its lines
+    /// and the chunk, after the arguments are read.
+    public static func mpdBinary(_ name: String, _ permission: MPDSession.Permission, _ arguments: [ArgumentSpec] = [],
+                                 output: @escaping @Sendable (Player, Arguments) throws(PlayerError) -> Output) -> CommandSpec {
+        var spec = CommandSpec(mpd: name, permission, arguments, reply: .mpdBinary) { _, _ throws(PlayerError) in }
+        spec.run = output
         return spec
     }
 

@@ -24,6 +24,15 @@ extension CommandSpecs {
         .mpdLines("tagtypes", .none, [A("words", .words, optional: true)]) { _, _ throws(PlayerError) in
             M.tagTypes.map { "tagtype: \($0.name)" }
         },
+        // Cover art in chunks, as Home Assistant and phone clients fetch it
+        // (MPDPictures.swift): the cover file in the song's folder, and the picture in
+        // the song. The offset is a whole number ≥ 0 ("Number too large: -1", as MPD).
+        .mpdBinary("albumart", .read, [A("uri", .name), A("offset", .integer(0...Int.max))]) { p, a throws(PlayerError) in
+            try M.picture(p, a.text("uri") ?? "", offset: a.integer("offset") ?? 0, embedded: false, limit: a.binaryLimit)
+        },
+        .mpdBinary("readpicture", .read, [A("uri", .name), A("offset", .integer(0...Int.max))]) { p, a throws(PlayerError) in
+            try M.picture(p, a.text("uri") ?? "", offset: a.integer("offset") ?? 0, embedded: true, limit: a.binaryLimit)
+        },
     ]
 
     /// The library: a music root's index (MusicLibrary), read on the control thread

@@ -58,7 +58,7 @@ enum JSONCommands {
             guard let o = p.snapshot().outputs.first(where: { $0.name == a.text("name") }) else { return [] }
             return JSONEncoding.outputMembers(o)
         // MPD's reads: no JSON command has these replies (JSON's `status` says it all).
-        case .currentSong, .stats, .volume, .replayGainStatus, .urlHandlers, .decoders, .status, .mpdLines: return []
+        case .currentSong, .stats, .volume, .replayGainStatus, .urlHandlers, .decoders, .status, .mpdLines, .mpdBinary: return []
         }
     }
 

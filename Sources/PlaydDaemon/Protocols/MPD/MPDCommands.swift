@@ -21,15 +21,11 @@ enum MPDCommands {
         }
     }
 
-    /// The commands the session runs itself, or whose reply is binary: rows for the
-    /// session's permission and argument-count checks and `commands`, as MPD's table
-    /// has rows for its client-bound commands. Every other command is a spec
-    /// (CommandSpecs.swift, CommandSpecs+MPD.swift).
+    /// The commands the session runs itself: rows for the session's permission and
+    /// argument-count checks and `commands`, as MPD's table has rows for its
+    /// client-bound commands. Every other command is a spec (CommandSpecs.swift,
+    /// CommandSpecs+MPD.swift).
     static let sessionRows: [Row] = [
-        // Cover art, in chunks (MPDPictures.swift; ``execute`` runs them: their reply is
-        // binary, at most the session's `binarylimit`).
-        Row("albumart", .read, 2...2),
-        Row("readpicture", .read, 2...2),
         // Client-to-client messages: run by the session, which owns the client's
         // mailbox (MessageChannels).
         Row("subscribe", .read, 1...1),
@@ -59,12 +55,11 @@ enum MPDCommands {
     static func execute(_ player: Player, _ command: String, _ args: [String],
                         binaryLimit: Int = MPDSession.defaultBinaryLimit) throws(Failure) -> MPDSession.Reply {
         do {
-            if command == "albumart" || command == "readpicture" {
-                return try picture(player, args, embedded: command == "readpicture", limit: binaryLimit)
-            }
             guard let spec = player.commands.byMPD[command] else { throw Failure(.unknown, "unknown command \"\(command)\"") }
-            let output = try spec.run(player, try spec.read(mpd: args))
-            return MPDSession.Reply(lines: lines(spec.reply, player, output))
+            var arguments = try spec.read(mpd: args)
+            arguments.binaryLimit = binaryLimit
+            let output = try spec.run(player, arguments)
+            return MPDSession.Reply(lines: lines(spec.reply, player, output), binary: spec.reply == .mpdBinary ? output.binary : nil)
         } catch let f as Failure {
             throw f
         } catch {

@@ -18,7 +18,7 @@ extension MPDCommands {
     static func lines(_ reply: CommandSpec.Reply, _ p: Player, _ output: CommandSpec.Output = .init()) -> [String] {
         switch reply {
         case .status: return status(p)
-        case .mpdLines: return output.lines
+        case .mpdLines, .mpdBinary: return output.lines
         case .jsonMembers: return []
         case .done, .current, .options, .level, .crossfade, .direction, .length, .queue, .name, .pong, .version, .output, .schedule: return []
         case .currentSong:

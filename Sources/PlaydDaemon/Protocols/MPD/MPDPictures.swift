@@ -15,18 +15,21 @@ extension MPDCommands {
     static let coverNames = ["cover.png", "cover.jpg", "cover.tiff", "cover.bmp",
                              "cover.jpeg", "cover.webp", "folder.jpg", "folder.jpeg", "folder.png"]
 
-    static func picture(_ p: Player, _ a: [String], embedded: Bool, limit: Int) throws -> MPDSession.Reply {
-        let offset = try int(a[1])
-        guard offset >= 0 else { throw Failure(.arg, "Number too large: \(a[1])") }
-        let missing = Failure(.noExist, embedded ? "No such song" : "No file exists")
+    /// The chunk of `uri`'s picture from `offset` (checked whole and ≥ 0 by its kind),
+    /// at most `limit` bytes: the specs `albumart` and `readpicture` (CommandSpecs+MPD.swift).
+    static func picture(_ p: Player, _ uri: String, offset: Int, embedded: Bool, limit: Int) throws(PlayerError) -> CommandSpec.Output {
+        // MPD's words: "No such song" for a song without one, "No file exists" for a
+        // folder without a cover.
+        let missing = embedded ? PlayerError(.noSuchEntry, "No such song") : PlayerError(.stream(.fileNotFound), "No file exists")
         // A stream has no folder and is not opened here (no network I/O on this thread).
-        guard !NetworkInput.hasScheme(a[0]) else { throw missing }
+        guard !NetworkInput.hasScheme(uri) else { throw missing }
         // The path's checks and the reads run off the control thread (a hung mount;
         // Player+DiskReads.swift); each chunk a client asks for is read again, as MPD does.
-        let file = path(p, a[0]), admission = p.admission
-        let key = "\(embedded ? "readpicture" : "albumart")\0\(offset)\0\(limit)\0\(file)"
-        let read = try p.readOffThread(key, what: "\(embedded ? "readpicture" : "albumart") \(a[0])") {
-            Result { try pictureChunk(admission, file, offset: offset, embedded: embedded, limit: limit, missing: missing) }
+        let file = path(p, uri), admission = p.admission, name = embedded ? "readpicture" : "albumart"
+        let read = try p.readOffThread("\(name)\0\(offset)\0\(limit)\0\(file)", what: "\(name) \(uri)") {
+            Result { () throws(PlayerError) in
+                try pictureChunk(admission, file, offset: offset, embedded: embedded, limit: limit, missing: missing)
+            }
         }
         return try read.get()
     }
@@ -34,9 +37,13 @@ extension MPDCommands {
     /// The chunk of `file`'s picture from `offset`: the embedded one, or the cover file
     /// in its folder. Reads the disk: any thread but the control thread.
     static func pictureChunk(_ admission: SourceAdmission, _ uriPath: String, offset: Int, embedded: Bool, limit: Int,
-                             missing: Failure) throws -> MPDSession.Reply {
+                             missing: PlayerError) throws(PlayerError) -> CommandSpec.Output {
         let file: String
-        do { file = try admission.admit(uriPath) } catch let e as StreamError where e.code == .fileNotFound { file = uriPath }
+        do { file = try admission.admit(uriPath) } catch let e as StreamError where e.code == .fileNotFound {
+            file = uriPath
+        } catch {
+            throw PlayerError(any: error)
+        }
         if embedded {
             var st = stat()
             guard PathBytes.stat(file, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { throw missing }
@@ -44,13 +51,13 @@ extension MPDCommands {
             do {
                 art = try AudioDecoder.coverArt(path: file)
             } catch {
-                if error.code == .outsideRoots { throw Failure(.permission, error.message) }
-                return []  // not media playd reads: no picture, as MPD answers
+                if error.code == .outsideRoots { throw PlayerError(.outsideLibrary, error.message) }
+                return CommandSpec.Output()  // not media playd reads: no picture, as MPD answers
             }
-            guard let art else { return [] }
-            guard offset <= art.bytes.count else { throw Failure(.arg, "Bad file offset") }
+            guard let art else { return CommandSpec.Output() }
+            guard offset <= art.bytes.count else { throw PlayerError(.invalidArgument, "Bad file offset") }
             let end = offset + min(limit, art.bytes.count - offset)
-            return MPDSession.Reply(lines: ["size: \(art.bytes.count)", "type: \(art.mime)"], binary: Array(art.bytes[offset..<end]))
+            return CommandSpec.Output(lines: ["size: \(art.bytes.count)", "type: \(art.mime)"], binary: Array(art.bytes[offset..<end]))
         }
         // The song's folder (MPD takes the folder of the URI whether or not the song
         // exists).
@@ -63,12 +70,12 @@ extension MPDCommands {
             do {
                 opened = try LocalFile.openRegular(cover)
             } catch {
-                if error.code == .outsideRoots { throw Failure(.permission, error.message) }
+                if error.code == .outsideRoots { throw PlayerError(.outsideLibrary, error.message) }
                 continue
             }
             defer { close(opened.fd) }
             let size = Int(opened.size)
-            guard offset <= size else { throw Failure(.arg, "Offset too large") }
+            guard offset <= size else { throw PlayerError(.invalidArgument, "Offset too large") }
             var chunk = [UInt8](repeating: 0, count: min(limit, size - offset))
             var have = 0
             while have < chunk.count {
@@ -78,7 +85,7 @@ extension MPDCommands {
                 have += n
             }
             chunk.removeSubrange(have...)
-            return MPDSession.Reply(lines: ["size: \(size)"], binary: chunk)
+            return CommandSpec.Output(lines: ["size: \(size)"], binary: chunk)
         }
         throw missing
     }
