@@ -72,17 +72,6 @@ enum MPDCommands {
 
     // MARK: - Arguments
 
-    /// An MPD integer word, read by the spec's `index` kind (Arguments.swift): one
-    /// parser, one wording ("Integer expected: x"). For the session's rows.
-    static func int(_ s: String) throws -> Int {
-        do throws(PlayerError) {
-            guard case .integer(let v) = try ArgumentSpec("n", .index).read(mpd: s) else { throw PlayerError(.badRequest, "Integer expected: \(s)") }
-            return v
-        } catch {
-            throw error.mpdFailure
-        }
-    }
-
     /// A range read by the `range` kind, as queue positions: START past the end, or an
     /// END past it or before START, is "Bad song index" (`playlistinfo`, which cuts
     /// nothing).
