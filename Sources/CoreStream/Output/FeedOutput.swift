@@ -130,6 +130,10 @@ public final class FeedOutput: @unchecked Sendable {
     private let stateValue = Atomic<UInt8>(FeedState.idle.rawValue)
     /// Set by the feed thread to stop it. Written by the control side.
     private let quit = Atomic<Bool>(false)
+    /// A tap only: someone listens, so while nothing plays (paused, stopped) the feed
+    /// thread hands the sink silence by the clock. Written by ``setIdleSilence(_:)``
+    /// (a listener's connection thread); read by the feed thread.
+    private let idleSilence = Atomic<Bool>(false)
 
     private struct Control {
         /// The input format wanted, and which request it is.
@@ -284,6 +288,17 @@ public final class FeedOutput: @unchecked Sendable {
         EventFD.signal(wake)
     }
 
+    /// A tap's consumer listens (true) or has gone (false). While one listens and nothing
+    /// plays, the sink gets silence in 20 ms steps by the clock, as MPD's httpd output
+    /// sends its listeners while paused: a player waiting for data gives up (mpv after
+    /// its 60 s network time-out, browsers sooner), and a phone listening through a
+    /// pause or a stop should hear the music when it plays again. Without a listener
+    /// the feed thread sleeps while idle, as before. Thread: any.
+    public func setIdleSilence(_ on: Bool) {
+        guard sink != nil, idleSilence.exchange(on, ordering: .relaxed) != on else { return }
+        EventFD.signal(wake)
+    }
+
     // MARK: - Render thread
 
     /// Frames the device played: copies them into the ring, or drops and counts what
@@ -332,7 +347,8 @@ public final class FeedOutput: @unchecked Sendable {
         while !quit.load(ordering: .relaxed) {
             // Idle with a little in hand (a short resume, a short track): look again soon.
             let holding = !running && ring.readableFrames > 0
-            EventFD.wait(wake, timeoutNanoseconds: running || holding ? Self.stepMillis * 1_000_000 : -1)
+            let filling = !running && idleSilence.load(ordering: .relaxed)
+            EventFD.wait(wake, timeoutNanoseconds: running || holding || filling ? Self.stepMillis * 1_000_000 : -1)
             let (input, period, request) = control.withLock { ($0.input, $0.periodFrames, $0.request) }
             if applied.load(ordering: .relaxed) != request, let input {
                 apply(request: request, input: input, periodFrames: period)
@@ -361,8 +377,12 @@ public final class FeedOutput: @unchecked Sendable {
             if fill != heldFrames { heldFrames = fill; heldSince = now }
             // A period and a margin in hand; or less, when nothing more came for a period
             // and 100 ms (the last frames before a pause or the end of the last track).
-            guard fill >= startFrames || (fill > 0 && now - heldSince > holdNanoseconds) else { return }
+            guard fill >= startFrames || (fill > 0 && now - heldSince > holdNanoseconds) else {
+                idleFill(now)
+                return
+            }
             heldFrames = 0
+            silenceStart = 0
             running = true
             startTime = now
             released = 0
@@ -382,6 +402,30 @@ public final class FeedOutput: @unchecked Sendable {
         if fill - max(n, 0) == 0 && now - lastData > 200_000_000 {
             running = false  // paused or stopped: idle until a period is in hand again
             setState(.idle)
+        }
+    }
+
+    /// Idle silence (see ``setIdleSilence(_:)``): when it began (0: not sending), and
+    /// the frames sent since.
+    private var silenceStart: UInt64 = 0
+    private var silenceSent = 0
+
+    /// Hands the sink the silence due by the clock while idle, if someone listens.
+    private func idleFill(_ now: UInt64) {
+        guard let sink, idleSilence.load(ordering: .relaxed) else { silenceStart = 0; return }
+        if silenceStart == 0 { silenceStart = now; silenceSent = 0 }
+        let due = Int(FrameTime.rescaleFloor(Int64(now - silenceStart), Int64(format.rate), 1_000_000_000))
+        // A starved thread catches up by at most 100 ms (no burst of silence).
+        if due - silenceSent > format.rate / 10 { silenceSent = due - format.rate / 10 }
+        guard due > silenceSent else { return }
+        let frameBytes = format.bytesPerFrame
+        let chunkFrames = min(scratchFrames * 8 * 4 / frameBytes, due - silenceSent)
+        let raw = UnsafeMutableRawPointer(scratch)
+        raw.initializeMemory(as: UInt8.self, repeating: 0, count: chunkFrames * frameBytes)
+        while silenceSent < due {
+            let n = min(chunkFrames, due - silenceSent)
+            sink(raw, n * frameBytes)
+            silenceSent += n
         }
     }
 

@@ -87,6 +87,16 @@ public final class StreamHub: @unchecked Sendable {
     }
     private let shown = Mutex(Shown())
 
+    /// Told when the first listener joins (true) and the last leaves (false), outside
+    /// the hub's locks, on that listener's connection thread: the daemon hands it to the
+    /// tap feed (``FeedOutput/setIdleSilence(_:)``), which feeds listeners silence while
+    /// nothing plays. Set once by the daemon before the listen server starts.
+    private let listening = Mutex<(@Sendable (Bool) -> Void)?>(nil)
+    public func onListening(_ handler: @escaping @Sendable (Bool) -> Void) { listening.withLock { $0 = handler } }
+    private func tellListening(_ on: Bool) {
+        listening.withLock { $0 }?(on)
+    }
+
     public init(formats: [Format], maxListeners: Int, bufferMillis: Int) {
         self.formats = formats
         self.maxListeners = maxListeners
@@ -114,7 +124,7 @@ public final class StreamHub: @unchecked Sendable {
     /// A new listener of `format`, its first bytes queued (header and backlog).
     public func attach(_ format: Format, icy: Bool) throws(AttachError) -> Listener {
         guard formats.contains(format) else { throw .notEnabled }
-        let result: Result<Listener, AttachError> = state.withLock { s in
+        let result: Result<(Listener, Bool), AttachError> = state.withLock { s in
             guard !s.closed else { return .failure(.full) }
             guard s.listeners.count < maxListeners else { return .failure(.full) }
             if s.encoders[format] == nil {
@@ -132,21 +142,25 @@ public final class StreamHub: @unchecked Sendable {
             s.listeners[ObjectIdentifier(l)] = l
             let n = s.listeners.count
             shown.withLock { $0.listeners = n }
-            return .success(l)
+            return .success((l, n == 1))
         }
-        return try result.get()
+        let (l, first) = try result.get()
+        if first { tellListening(true) }
+        return l
     }
 
     /// The listener has gone (its connection closed). The last one of a format stops
     /// that format's encoder.
     public func detach(_ l: Listener) {
         l.close()
-        state.withLock { s in
-            s.listeners[ObjectIdentifier(l)] = nil
+        let last = state.withLock { s -> Bool in
+            guard s.listeners.removeValue(forKey: ObjectIdentifier(l)) != nil else { return false }
             let n = s.listeners.count
             shown.withLock { $0.listeners = n }
             if !s.listeners.values.contains(where: { $0.format == l.format }) { s.encoders[l.format] = nil }
+            return n == 0
         }
+        if last { tellListening(false) }
     }
 
     /// Ends every listener (the daemon stops).

@@ -240,8 +240,11 @@ public final class Player: @unchecked Sendable {
             }
             let hub = StreamHub(formats: config.httpStreams.compactMap(StreamHub.Format.init(rawValue:)),
                                 maxListeners: config.httpMaxListeners, bufferMillis: config.httpStreamBufferMillis)
-            ec.feeds.append(FeedOutput(tapNamed: Self.streamOutputName, format: StreamHub.pcm,
-                                       fixedVolume: config.httpStreamVolume == "fixed") { hub.push($0, bytes: $1) })
+            let tap = FeedOutput(tapNamed: Self.streamOutputName, format: StreamHub.pcm,
+                                 fixedVolume: config.httpStreamVolume == "fixed") { hub.push($0, bytes: $1) }
+            // Listeners get silence while nothing plays (paused, stopped), not nothing.
+            hub.onListening { [weak tap] on in tap?.setIdleSilence(on) }
+            ec.feeds.append(tap)
             streamHub = hub
         } else {
             streamHub = nil
