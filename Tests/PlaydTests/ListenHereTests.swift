@@ -47,7 +47,7 @@ struct ListenHereTests {
         func decimate(_ x: [Float]) -> [Float] {
             stride(from: 0, to: x.count - 7, by: 8).map { i in (0..<8).reduce(Float(0)) { $0 + x[i + $1] } / 8 }
         }
-        // Every offset's score (offsets past the end score -1).
+        // Every offset's score (offsets where the window would pass the end are left out).
         func scores(_ x: [Float], _ r: [Float], _ offsets: ClosedRange<Int>) -> [(Int, Float)] {
             let m = x.count
             let xNorm = sqrt(x.reduce(0) { $0 + $1 * $1 })
@@ -156,7 +156,7 @@ struct ListenHereTests {
     /// mpv, a real player, finds the music in each format.
     ///
     /// The track starts again before each listener: the four runs took 25 s on an idle
-    /// machine and about 35 s in a loaded CI run, where the last listener (WAV) came
+    /// machine and more than 30 s in a loaded CI run, where the last listener (WAV) came
     /// after the 30 s track had ended, heard nothing, and mpv gave up after its 60 s
     /// network timeout (exit 2; the test took 95 s).
     @Test func mpvHearsEachStream() throws {

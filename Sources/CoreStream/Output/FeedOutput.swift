@@ -291,7 +291,7 @@ public final class FeedOutput: @unchecked Sendable {
     /// A tap's consumer listens (true) or has gone (false). While one listens and nothing
     /// plays, the sink gets silence in 20 ms steps by the clock, as MPD's httpd output
     /// sends its listeners while paused: a player waiting for data gives up (mpv after
-    /// its 60 s network time-out, browsers sooner), and a phone listening through a
+    /// its 60 s network time-out), and a phone listening through a
     /// pause or a stop should hear the music when it plays again. Without a listener
     /// the feed thread sleeps while idle, as before. Thread: any.
     public func setIdleSilence(_ on: Bool) {
@@ -411,6 +411,8 @@ public final class FeedOutput: @unchecked Sendable {
     private var silenceSent = 0
 
     /// Hands the sink the silence due by the clock while idle, if someone listens.
+    /// Straight to the sink, not through ``writeSilence(frames:)``: `send` would mark
+    /// the feed `writing` while nothing plays.
     private func idleFill(_ now: UInt64) {
         guard let sink, idleSilence.load(ordering: .relaxed) else { silenceStart = 0; return }
         if silenceStart == 0 { silenceStart = now; silenceSent = 0 }
