@@ -808,7 +808,19 @@ final class ReaderLoop {
 
     /// Turns the render thread's counters into events (never from the render thread).
     private func report() {
-        if !unheard.isEmpty, case let g = shared.readPosition().generation, let k = unheard.firstIndex(where: { $0.generation == g }) {
+        // The end first: render publishes the heard position, then the end (releasing),
+        // so the position read after it is at least as new, and the tracks heard up to
+        // the later of the two are the current one in turn before the end is reported
+        // (the end's own generation counts, should the position lag). Read the other
+        // way round, render could play a short track whole and end it between the two
+        // reads: the end then named a track the control side did not have yet, was
+        // dropped, and the engine stood "playing" at that track's last frame for good
+        // (a queue of 20-40 ms tracks on an unpaced output, 1 CI run in about 30; 3 of 3
+        // with a 3 ms sleep between the reads).
+        let ended = shared.endedGeneration.load(ordering: .acquiring)
+        let endNew = ended != reportedEnded
+        if !unheard.isEmpty, case let g = shared.readPosition().generation,
+           let k = unheard.lastIndex(where: { $0.generation == g || (endNew && $0.generation == ended) }) {
             // Heard: that track, and any before it (a short one may be passed between
             // two reports). Each is the current one now, in order.
             for u in unheard[...k] {
@@ -836,8 +848,7 @@ final class ReaderLoop {
             reportedPauseSettled = settled
             if host.readerPauseSettled(settled) { onEvent(.stateChanged(.paused)) }
         }
-        let ended = shared.endedGeneration.load(ordering: .acquiring)
-        if ended != reportedEnded {
+        if endNew {
             reportedEnded = ended
             if let p = host.readerHeardEnd(generation: ended) {
                 logger.info("track ended", metadata: ["track.path": "\(p)"])
