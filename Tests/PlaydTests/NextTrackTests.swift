@@ -2,6 +2,8 @@ import Foundation
 import Testing
 import PlaydProtocol
 import CoreStreamTestSupport
+import PlaydDaemon
+@testable import CoreStream
 
 /// Each queued track plays once, in order, however fast the output takes it (issue 38):
 /// the player decided what came next from the engine's state when it took in an event,
@@ -110,5 +112,50 @@ struct NextTrackTests {
         #expect(levels(got) == Array(1...50), "tracks heard: \(levels(got))")
         #expect(got.count == expected.count, "\(got.count / 2) frames rendered, \(expected.count / 2) queued")
         if got.count == expected.count { #expect(got == expected) }
+    }
+
+    /// The end of a short track played whole between two of the reader's reports is
+    /// reported after that track is the current one, so the queue goes on. The reader
+    /// read the heard position, then the render thread's end: a 20-40 ms track could be
+    /// heard and ended in between, its end named a track the player did not have yet and
+    /// was dropped, and `status` said "playing" at that track's last frame for good (1 CI
+    /// run in about 30 of the test above). Here the reader waits 3 ms in that window
+    /// (a test hook), which made the old order lose an end in 3 runs of 3; the player runs
+    /// in-process, and the test waits only on the work the engine posts it.
+    @Test func anEndReportedJustAfterAShortTrackIsHeardEndsThatTrack() throws {
+        var (config, logger, dir) = try PlayerTests.setup(name: "end-after-short")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let capture = dir + "/capture.wav"
+        config.outputDevice = "wav:\(capture)?pace=off"
+        var paths: [String] = []
+        for i in 0..<30 {
+            let path = "\(dir)/t\(i).flac"
+            let level = Double(i + 1) / 64
+            try Shell.ffmpeg(["-f", "lavfi", "-i", "aevalsrc=\(level)|\(level):s=44100:d=\(Double(20 + (i * 7) % 21) / 1000)",
+                              "-c:a", "flac", path])
+            paths.append(path)
+        }
+        let expected = try paths.flatMap { try Reference.decode($0) }
+        ReaderLoop.reportPauseForTests.store(3_000, ordering: .relaxed)
+        defer { ReaderLoop.reportPauseForTests.store(0, ordering: .relaxed) }
+        let s = try InProcessServer(config: config, logger: logger)
+        let c = s.connect(.mpd())
+        _ = c.take()
+        for p in paths { #expect(c.send("add \"\(p)\"") == "OK\n") }
+        #expect(c.send("play 0") == "OK\n")
+        var status = c.send("status")
+        while !(status.contains("state: stop\n") && !status.contains("\nsong: ")) {
+            // Each event the engine sends is posted to this (control) thread; a stuck queue
+            // posts nothing.
+            guard s.awaitPosted(seconds: 20) else {
+                Issue.record("the queue stopped moving: \(status)")
+                break
+            }
+            s.turn()
+            status = c.send("status")
+        }
+        s.player.shutdown()
+        let got = try Reference.decode(capture)
+        #expect(got == expected, "\(got.count / 2) frames rendered, \(expected.count / 2) queued")
     }
 }

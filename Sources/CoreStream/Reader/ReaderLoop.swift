@@ -806,6 +806,11 @@ final class ReaderLoop {
         }
     }
 
+    /// Tests only (`@testable`): microseconds `report()` waits after the tracks heard and
+    /// before the end, so a test can force the interleaving that once lost an end (a
+    /// short track played whole between two reads, below); 0, no wait, otherwise.
+    static let reportPauseForTests = Atomic<Int>(0)
+
     /// Turns the render thread's counters into events (never from the render thread).
     private func report() {
         // The end first: render publishes the heard position, then the end (releasing),
@@ -847,6 +852,10 @@ final class ReaderLoop {
         if settled != reportedPauseSettled {
             reportedPauseSettled = settled
             if host.readerPauseSettled(settled) { onEvent(.stateChanged(.paused)) }
+        }
+        // Tests only: widens the window the order above closes (NextTrackTests).
+        if case let pause = Self.reportPauseForTests.load(ordering: .relaxed), pause > 0 {
+            usleep(useconds_t(min(pause, 100_000)))
         }
         if endNew {
             reportedEnded = ended
