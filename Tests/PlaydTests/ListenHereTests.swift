@@ -53,7 +53,9 @@ struct ListenHereTests {
         }
         // Every offset's score (offsets where the window would pass the end are left out).
         // Index loops on raw pointers and a running energy: the tests are a debug build,
-        // where this is what makes eight phases take about as long as one did.
+        // where eight phases of the whole window took 20 s a call with `for … in` loops
+        // and a sum per offset; with these loops, four phases of its middle half and only
+        // the peaks sorted, about 3 s (2026-11-29).
         func scores(_ x: [Float], _ r: [Float], _ offsets: ClosedRange<Int>) -> [(Int, Float)] {
             let m = x.count
             let first = max(0, offsets.lowerBound), last = min(offsets.upperBound, r.count - m)
