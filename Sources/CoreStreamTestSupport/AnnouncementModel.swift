@@ -43,7 +43,7 @@ public enum AnnouncementModel {
             let expected: Double
             if n < 0 { expected = m }
             else if n < d { expected = m * (1 - (1 - g) * Double(n) / Double(d)) }
-            else if n < d + l { expected = m * g + Double(clip[(n - d) * 2 + i % 2]) * c }
+            else if n < d + l { let s: Double = Double(clip[(n - d) * 2 + i % 2]); expected = m * g + s * c }
             else if n < d + l + u { expected = m * (g + (1 - g) * Double(n - d - l) / Double(u)) }
             else { expected = m }
             let diff = abs(Double(capture[i]) - expected)

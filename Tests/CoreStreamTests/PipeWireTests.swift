@@ -242,8 +242,12 @@ struct PipeWireTests {
         let d = AnnouncementModel.duckDifference(capture: Array(rec[offset..<(offset + music.count)]), music: music, clip: clip,
                                                  start: Int(start), duckDB: -18, gainDB: -3, rate: 44_100)
         let cap = Array(rec[offset..<(offset + music.count)])
-        let firstBad = (0..<(music.count / 2)).first { f in abs(cap[2 * f] - music[2 * f]) > 0.3 && f > Int(start) + 44_100 * 3 }
-        let zeros = firstBad.map { f in cap[(2 * f)...].prefix { $0 == 0 }.count } ?? 0
+        let after3s: Int = Int(start) + 44_100 * 3
+        let firstBad: Int? = (0..<(music.count / 2)).first { (f: Int) -> Bool in
+            let diff: Float = abs(cap[2 * f] - music[2 * f])
+            return diff > 0.3 && f > after3s
+        }
+        let zeros: Int = firstBad.map { (f: Int) -> Int in cap[(2 * f)...].prefix { $0 == 0 }.count } ?? 0
         #expect(d.worst <= 1e-6, "largest difference \(d.worst) at frame \(d.frame) (the announcement began at \(start)); first far-off frame after 3 s: \(firstBad ?? -1), \(zeros) zero samples there; underruns \(e.status().underruns)")
     }
 

@@ -935,7 +935,9 @@ struct SlowDiskTests {
         #expect(reply["id"]?.numberValue == 7 && reply["ok"] == .bool(true) && reply["added"]?.arrayValue?.count == 3, "\(reply)")
         let list = try mpc("playlist", "-f", "%file%")
         let album = names.sorted { $0.compare($1, options: .numeric) == .orderedAscending }.map { m.mnt + "/album/" + $0 }
-        #expect(String(decoding: list.stdout, as: UTF8.self).split(separator: "\n").map(String.init) == [one] + album + album)
+        let listed: [String] = String(decoding: list.stdout, as: UTF8.self).split(separator: "\n").map(String.init)
+        let queued: [String] = [one] + album + album
+        #expect(listed == queued)
 
         // SIGTERM while a walk hangs: playd saves and stops all the same (the walker is
         // detached, nobody joins it). The process itself ends when the listing returns:

@@ -34,7 +34,8 @@ struct LinkCheckTests {
         let r = try Shell.run([Self.script, dir])
         let out = String(decoding: r.stdout, as: UTF8.self)
         #expect(r.status == 1)
-        #expect(out.split(separator: "\n").map(String.init) == [
+        let lines: [String] = out.split(separator: "\n").map(String.init)
+        #expect(lines == [
             "README.md:3: docs/nothing.md: no such file",
             "README.md:4: docs/a.md#no-such-heading: no heading makes #no-such-heading in docs/a.md",
         ], "\(out)")
