@@ -1,6 +1,15 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+// The sanitizer builds in scripts/test compile only the test files that hold tests tagged
+// for their sanitizer (scripts/tagged --files), given here as a space-separated list of
+// paths; the test targets' other files are not built. Unset (every other build), the
+// test targets hold every file.
+let testSources: [String]? = Context.environment["PLAYD_TEST_SOURCES"].map { $0.split(separator: " ").map(String.init) }
+func sources(of target: String) -> [String]? {
+    testSources.map { $0.filter { $0.hasPrefix("Tests/\(target)/") }.map { String($0.dropFirst("Tests/\(target)/".count)) } }
+}
+
 let package = Package(
     name: "playd",
     platforms: [.macOS(.v15)],
@@ -106,11 +115,13 @@ let package = Package(
         ),
         .testTarget(
             name: "CoreStreamTests",
-            dependencies: ["CoreStream", "CoreStreamTestSupport"]
+            dependencies: ["CoreStream", "CoreStreamTestSupport"],
+            sources: sources(of: "CoreStreamTests")
         ),
         .testTarget(
             name: "PlaydTests",
-            dependencies: ["PlaydDaemon", "PlaydProtocol", "PlaydSessions", "CoreStreamTestSupport"]
+            dependencies: ["PlaydDaemon", "PlaydProtocol", "PlaydSessions", "CoreStreamTestSupport"],
+            sources: sources(of: "PlaydTests")
         ),
     ],
     swiftLanguageModes: [.v6]
