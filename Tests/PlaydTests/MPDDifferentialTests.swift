@@ -193,6 +193,13 @@ struct MPDDifferentialTests {
         Session("prio 5 0"),
         Session("add flac-44100-2.flac", "add flac-48000-1.flac", "prio -1 0", "prio abc 0", "prio 5", "prio 5 0:9",
                 "prio 5 abc", "prio 7 0 1", "playlistinfo", "prio 0 1", "playlistinfo"),
+        // Each argument in turn: those before one that fails keep their priority (MPD's
+        // order; an ACK does not undo them).
+        Session("addid flac-44100-2.flac", "addid flac-48000-1.flac", "prioid 5 {id0} 99999 {id1}", "playlistinfo",
+                "prioid 6 {id1} {id0}", "playlistinfo"),
+        Session("add flac-44100-2.flac", "add flac-48000-1.flac", "prio 3 2", "prio 3 2:5", "prio 3 2:", "prio 3 3:5",
+                "prio 3 3:", "prio 4 1:0", "prio 4 0 1:0", "playlistinfo", "prio 8 1 5", "prio 9 1:1", "prio 9 0:2 7:",
+                "playlistinfo", "prio 2 -1", "playlistinfo"),
         Session("prioid 9 999"),
         Session("prioid 300 1"),
         Session("prioid 3"),
@@ -298,6 +305,8 @@ Session("prioid 3 abc"), Session("prio 256 0"), Session("shuffle 5:3"),
         (Session("urlhandlers"), "playd lists the two it plays, http:// and https://; MPD 0.23 lists 28 (file, ftp, smb, rtsp, …)"),
         (Session("addid flac-44100-2.flac -1"),
          "playd takes absolute positions only; MPD 0.23 reads -1 relative to the current song (here: No current song)"),
+        (Session("add flac-44100-2.flac", "prio 7 0 abc", "playlistinfo"),
+         "playd reads every word of a command before it acts, so a word that is no number sets none; MPD sets those before it"),
         (Session("channels"), "playd itself reads the `announce` channel (announcements from MPD clients), so `channels` lists it"),
     ]
 
@@ -365,7 +374,12 @@ Session("prioid 3 abc"), Session("prio 256 0"), Session("shuffle 5:3"),
     static func replies(_ c: LineClient, _ s: Session) throws -> [String] {
         var out = [c.readLine(timeoutMillis: 5000).map { $0.hasPrefix("OK MPD ") ? "OK MPD *" : $0 } ?? "<no greeting>"]
         var inList = false, idling = false
-        for line in s.lines + ["clear"] {
+        // The ids the replies gave, in order: `{id0}`, `{id1}`… in a line stand for them
+        // (each server numbers its own; the transcript keeps the placeholder).
+        var ids: [String] = []
+        for template in s.lines + ["clear"] {
+            var line = template
+            for (k, id) in ids.enumerated() { line = line.replacingOccurrences(of: "{id\(k)}", with: id) }
             #expect(c.send(line))
             let word = String(line.split(separator: " ").first ?? "")
             if word == "command_list_begin" || word == "command_list_ok_begin" { inList = true; continue }
@@ -383,11 +397,12 @@ Session("prioid 3 abc"), Session("prio 256 0"), Session("shuffle 5:3"),
                     reply.append("\(l) fnv1a=\(data.dropLast().reduce(UInt64(14_695_981_039_346_656_037)) { ($0 ^ UInt64($1)) &* 1_099_511_628_211 }) then \(data.last ?? 0)")
                     continue
                 }
+                if l.hasPrefix("Id: ") { ids.append(String(l.dropFirst(4))) }
                 let parts = l.split(separator: ":", maxSplits: 1)
                 reply.append(parts.count == 2 && masked.contains(String(parts[0])) ? "\(parts[0]): *" : l)
                 if l == "OK" || l.hasPrefix("ACK ") { break }
             }
-            out.append("\(line) → " + reply.joined(separator: "\n"))
+            out.append("\(template) → " + reply.joined(separator: "\n"))
             if reply.last == "<closed or silent>" { break }
         }
         return out

@@ -108,19 +108,29 @@ extension CommandSpecs {
             if case .range(let start, _, _)? = a["range"], start > p.queue.count { throw PlayerError(.badIndex, "Bad song index") }
             if r.count > 1 { try p.perform(.shuffle(r)) }
         },
-        // Priorities, for random mode. Ranges past the end are cut at the end (as MPD).
+        // Priorities, for random mode. As MPD 0.23: the arguments are taken in turn, and
+        // one that fails (a range starting past the end: "Bad song index"; one ending
+        // before it starts: "Malformed range"; an unknown id: "No such song") fails the
+        // command with those before it set. A range ending past the end is cut there. A
+        // word that is no number fails it with none set: the spec reads every word first,
+        // where MPD sets those before it (docs/protocol.md). The positions are marked, not
+        // listed, so `prio 1 0: 0: …` stays one flag per entry however many words.
         CommandSpec(mpd: "prio", .control, [A("priority", priority), A("ranges", .list(.range))]) { p, a throws(PlayerError) in
-            var indices: [Int] = []
+            var chosen = [Bool](repeating: false, count: p.queue.count), failure: PlayerError?
             for case .range(let start, let end, let isRange) in a.list("ranges") {
+                if let end, end < start { failure = PlayerError(.badRequest, "Malformed range: \(start):\(end)"); break }
+                guard start <= p.queue.count else { failure = PlayerError(.badIndex, "Bad song index"); break }
                 let hi = min(isRange ? end ?? p.queue.count : start + 1, p.queue.count)
-                if start < hi { indices += Array(start..<hi) }
+                for i in start..<max(start, hi) { chosen[i] = true }
             }
-            if !indices.isEmpty { try p.perform(.priority(a.bounded("priority")!, indices: indices)) }
+            try M.setPriority(p, a.bounded("priority")!, chosen, failure)
         },
         CommandSpec(mpd: "prioid", .control, [A("priority", priority), A("ids", .list(.id))]) { p, a throws(PlayerError) in
-            var indices: [Int] = []
-            for case .integer(let id) in a.list("ids") { indices.append(try p.index(ofID: id)) }
-            try p.perform(.priority(a.bounded("priority")!, indices: indices))
+            var chosen = [Bool](repeating: false, count: p.queue.count), failure: PlayerError?
+            for case .integer(let id) in a.list("ids") {
+                do throws(PlayerError) { chosen[try p.index(ofID: id)] = true } catch { failure = error; break }
+            }
+            try M.setPriority(p, a.bounded("priority")!, chosen, failure)
         },
         .mpdLines("playlistfind", .read, [A("filter", .filter(grouping: false))]) { p, a throws(PlayerError) in
             try M.queueFind(p, a.filter("filter")!.terms, exact: true)

@@ -84,6 +84,14 @@ enum MPDCommands {
         return r.start..<hi
     }
 
+    /// `prio`/`prioid`: the marked positions take the priority (one queue edit, one
+    /// state save however many arguments), then the argument that failed, if one did.
+    static func setPriority(_ p: Player, _ priority: Bounded<Priority>, _ chosen: [Bool], _ failure: PlayerError?) throws(PlayerError) {
+        let indices = chosen.indices.filter { chosen[$0] }
+        if !indices.isEmpty { try p.perform(.priority(priority, indices: indices)) }
+        if let failure { throw failure }
+    }
+
     static func update(_ p: Player, _ uri: String?) throws(PlayerError) -> [String] {
         guard p.library != nil else { throw PlayerError(.noLibrary, "No database") }
         // A scan already running (the one at start, say) answers for this request too:
