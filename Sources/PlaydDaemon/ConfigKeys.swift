@@ -191,6 +191,7 @@ extension DaemonConfig {
         Key("limits.max_connections", \.maxConnections, .live) { v throws(Error) in try v.int(1...1000) },
         Key("limits.max_connections_per_user", \.maxConnectionsPerUser, .live) { v throws(Error) in try v.int(1...1000) },
         Key("limits.connection_timeout", \.connectionTimeout, .live) { v throws(Error) in try v.int(1...86_400) },
+        Key("limits.open_timeout", \.openTimeout, .live) { v throws(Error) in try v.int(1...3600) },
         Key("limits.max_queue_length", \.maxQueueLength, .live) { v throws(Error) in try v.int(1...1_000_000) },
         Key("limits.max_playlist_size", \.maxPlaylistBytes, .live) { v throws(Error) in try v.int(1024...(256 << 20)) },
         Key("limits.max_playlist_entries", \.maxPlaylistEntries, .live) { v throws(Error) in try v.int(1...1_000_000) },

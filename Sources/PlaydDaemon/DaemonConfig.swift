@@ -120,6 +120,9 @@ public struct DaemonConfig: Sendable, Equatable {
     /// `limits.connection_timeout`: seconds a silent connection is kept, unless it
     /// waits for events (`subscribe`, MPD `idle`).
     public var connectionTimeout = 60
+    /// `limits.open_timeout`: seconds a `play` waits for its file's open, or for the
+    /// output's reopen, before it is answered `timed_out` (``Player/openTimeoutNanoseconds``).
+    public var openTimeout = 30
     /// `limits.max_queue_length`: entries in the queue (MPD's `max_playlist_length`).
     public var maxQueueLength = 16_384
     /// `limits.max_playlist_size`: bytes of an M3U/PLS file read for `add`/`load`.

@@ -27,15 +27,20 @@ final class PulseOutage {
 
     /// Fails the test when there is no pulseaudio here (`scripts/install-deps --test`
     /// installs it).
-    /// `track`: what plays (nil: a 60 s sine made here).
-    static func make(name: String = #function, track: String? = nil) throws -> PulseOutage {
+    /// `track`: what plays (nil: a 60 s sine made here); `extraConfig`: more lines of
+    /// the daemon's config.
+    static func make(name: String = #function, track: String? = nil, extraConfig: String = "") throws -> PulseOutage {
         try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/pulseaudio"),
                      "no pulseaudio: scripts/install-deps --test installs it")
-        return try PulseOutage(name: name, track: track)
+        return try PulseOutage(name: name, track: track, extraConfig: extraConfig)
     }
 
-    private init(name: String, track given: String?) throws {
-        d = try DaemonHarness(output: "alsa:pulse", name: name)
+    /// A reopen time-out short enough not to be waited out for 30 s, long enough that the
+    /// play sent right after an attempt began meets it still under way.
+    static let shortOpenTimeout = "[limits]\nopen_timeout = 5\n"
+
+    private init(name: String, track given: String?, extraConfig: String) throws {
+        d = try DaemonHarness(extraConfig: extraConfig, output: "alsa:pulse", name: name)
         pulseDir = d.dir + "/pulse"
         track = given ?? d.dir + "/long.flac"
         if given == nil { try Shell.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:duration=60", "-ac", "2", track]) }
@@ -289,21 +294,22 @@ struct FaultTests {
     }
 
     /// A sound server that never answers the device's reopen (stopped with SIGSTOP and
-    /// left so): the play that waits for it is answered `timed_out` after 30 s, as a
-    /// file whose open hangs is, not never; a play that needs the device while the
-    /// worker is still in that open is answered at once; once the server answers, the
-    /// same play plays. Clients are served throughout.
+    /// left so): the play that waits for it is answered `timed_out` after
+    /// `limits.open_timeout` (5 s here), as a file whose open hangs is, not never; a play
+    /// that needs the device while the worker is still in that open is answered at once;
+    /// once the server answers, the same play plays. Clients are served throughout.
     @Test func aReopenThatNeverEndsIsAnsweredTimedOut() throws {
-        let o = try PulseOutage.make()
+        let o = try PulseOutage.make(extraConfig: PulseOutage.shortOpenTimeout)
         defer { o.d.kill9() }
         let other = try o.otherTrack(rate: 48_000)
         let pulse = o.pulsePid
         defer { kill(pulse, SIGCONT) }
         let (pollers, player) = try o.stopTheServerAndPlay(other)
-        // 90 s: a hang guard over the 30 s timeout.
+        // 90 s: a hang guard over the 5 s timeout.
         let answer = try #require(player.readLine(timeoutMillis: 90_000).flatMap { try? JSON.parse($0) },
                                   "the play was never answered: \(o.d.log.suffix(1500))")
         #expect(answer["id"]?.numberValue == 7 && answer["error"]?["code"]?.stringValue == "timed_out", "\(answer.text)")
+        #expect(answer["error"]?["message"]?.stringValue?.contains("within 5 s (limits.open_timeout") == true, "\(answer.text)")
         pollers.poll(1)
         // The worker is still in the open: another play of that format is answered now.
         let again = o.d.request("play", ("path", .string(other)))
@@ -339,7 +345,7 @@ struct FaultTests {
     /// is back and the track heard at the loss resumes (the plays were answered, so
     /// none of them is what plays).
     @Test func aReopenAfterALossThatNeverEndsIsAnsweredTimedOut() throws {
-        let o = try PulseOutage.make()
+        let o = try PulseOutage.make(extraConfig: PulseOutage.shortOpenTimeout)
         defer { o.d.kill9() }
         let heardFile = try #require(o.d.request("status")?["file"]?.stringValue, "nothing plays before the loss")
         let other = try o.otherTrack()
@@ -576,6 +582,41 @@ struct SlowDiskTests {
         try "0\n".write(toFile: m.rate, atomically: true, encoding: .utf8)
         let reply = try JSON.parse(try #require(player.readLine(timeoutMillis: 60_000), "the play was never answered"))
         #expect(reply["id"]?.numberValue == 7 && reply["ok"] == .bool(true), "\(reply)")
+        let s = try #require(d.request("status"))
+        #expect(s["file"]?.stringValue == hung && s["state"]?.stringValue == "playing", "\(s)")
+    }
+
+    /// A file whose open never ends (its reads hang): the play is answered `timed_out`
+    /// after `limits.open_timeout` (2 s here), naming the file and the key, while other
+    /// clients are served; once the reads flow, the same play plays. (The open's thread
+    /// cannot be stopped: it stays in the read until the disk answers.) Before, the
+    /// time-out's answer was dropped before the play could read it, and the play started
+    /// the same open again, every 2 s here: it was never answered.
+    @Test func aFileWhoseOpenHangsIsAnsweredTimedOut() throws {
+        let m = try Self.oneBytePerSecondMount()
+        defer { m.stop() }
+        let d = try DaemonHarness(extraConfig: "[limits]\nopen_timeout = 2\n", output: "null")
+        try d.start()
+        defer { d.kill9() }  // before the mount goes
+        // First of all: the reads flow, so the open's thread returns and the kill ends
+        // (a process in a FUSE read cannot die until the read does).
+        defer { try? "0\n".write(toFile: m.rate, atomically: true, encoding: .utf8) }
+        let hung = m.mnt + "/t.flac"
+        let player = try LineClient(path: d.socket)
+        #expect(player.send(#"{"id":7,"cmd":"play","path":"\#(hung)"}"#))
+        let pollers = try Pollers(d)
+        pollers.poll(0)
+        // 60 s: a hang guard over the 2 s timeout (the 10 s file needs minutes at 1 byte/s).
+        let answer = try #require(player.readLine(timeoutMillis: 60_000).flatMap { try? JSON.parse($0) },
+                                  "the play was never answered: \(d.log.suffix(1500))")
+        #expect(answer["id"]?.numberValue == 7 && answer["error"]?["code"]?.stringValue == "timed_out", "\(answer.text)")
+        let message = answer["error"]?["message"]?.stringValue ?? ""
+        #expect(message.contains(hung) && message.contains("within 2 s (limits.open_timeout"), "\(answer.text)")
+        pollers.poll(1)
+        #expect(d.request("status")?["state"]?.stringValue == "stopped", "a play that timed out changed what plays")
+        try "0\n".write(toFile: m.rate, atomically: true, encoding: .utf8)
+        #expect(d.waitFor(seconds: 30) { d.request("play", ("path", .string(hung)))?["ok"] == .bool(true) },
+                "the play never went through once the reads flowed: \(d.log.suffix(1500))")
         let s = try #require(d.request("status"))
         #expect(s["file"]?.stringValue == hung && s["state"]?.stringValue == "playing", "\(s)")
     }

@@ -6,12 +6,14 @@ import Dispatch
 /// mount that read never returns. On the control thread it stopped every client and
 /// the watchdog killed playd. The request waits instead (``PlayerError/Code/workPending``,
 /// as a folder `add` does) while the other clients are served, and is answered when the
-/// file has opened, when it could not, or after ``fileOpenTimeoutSeconds``.
+/// file has opened, when it could not, or after `limits.open_timeout`.
 extension Player {
-    /// How long a `play` waits for its file to open before it is answered `timed_out`.
-    /// The thread reading it cannot be stopped (a thread in a FUSE request waits for the
-    /// answer, for any program); what it opens late is dropped.
-    static let fileOpenTimeoutSeconds: UInt64 = 30
+    /// How long a `play` waits for its file to open, or for the output's reopen, before
+    /// it is answered `timed_out`: `limits.open_timeout` (30 s by default; range-checked
+    /// to 1…3600 s when read, so no overflow here). The thread reading a file cannot be
+    /// stopped (a thread in a FUSE request waits for the answer, for any program); what
+    /// it opens late is dropped.
+    var openTimeoutNanoseconds: UInt64 { UInt64(config.openTimeout) * 1_000_000_000 }
     /// Opens in flight at once: each one stuck on a hung mount keeps its thread.
     static let maxFileOpens = 8
 
@@ -125,16 +127,23 @@ extension Player {
         resumeParked()
     }
 
-    /// Answers the opens that have waited too long with `timed_out`. From ``tick()``.
+    /// Answers the opens that have waited too long with `timed_out`. From ``tick()``,
+    /// which runs after the turn's sessions and before its ``flush()`` (which drops
+    /// `openedFiles`): the failure is posted, so it arrives at the start of the next turn
+    /// as an open's result does, and the parked play is resumed in that turn and answered.
+    /// Set here, it was dropped unread and the play started the same open again: a play
+    /// on a hung mount was never answered (every `open_timeout`, one more thread in it).
     func fileOpenTick() {
         let now = monotonicNanoseconds()
         // The saved track at start is waited for as long as it takes (a NAS booting).
-        for (path, since) in openingFiles where now &- since > Self.fileOpenTimeoutSeconds * 1_000_000_000
-            && path != restoreOpening?.file {
+        for (path, since) in openingFiles where now &- since > openTimeoutNanoseconds && path != restoreOpening?.file {
             openingFiles[path] = nil
-            openedFiles[path] = .failure(StreamError(.timedOut, "\(path): the file did not open within \(Self.fileOpenTimeoutSeconds) s (a hung disk or network mount?)"))
+            let failure = StreamError(.timedOut, "\(path): the file did not open within \(config.openTimeout) s (limits.open_timeout; a hung disk or network mount?)")
             logger.warning("a file did not open in time", metadata: ["track.path": "\(path)"])
-            resumeParked()
+            post { [weak self] in
+                self?.openedFiles[path] = .failure(failure)
+                self?.resumeParked()
+            }
         }
     }
 }

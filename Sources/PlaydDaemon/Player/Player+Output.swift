@@ -22,7 +22,7 @@ struct OutputRecovery {
     /// play is what plays, and what was heard at the loss is not resumed.
     var playWaiting = false
     /// When the attempt under way began, and whether it has run past
-    /// ``Player/outputReopenTimeoutSeconds`` (its plays were answered `timed_out`; the
+    /// `limits.open_timeout` (its plays were answered `timed_out`; the
     /// worker is still in the device's open, and no other attempt starts until it is back).
     var attemptStarted: UInt64 = 0
     var timedOut = false
@@ -47,28 +47,24 @@ struct FormatReopen {
 }
 
 extension Player {
-    /// How long a play waits for the device's reopen before it is answered `timed_out`,
-    /// as a file's open (``fileOpenTimeoutSeconds``): a sound server that accepts the
-    /// connection and never answers (a PulseAudio stopped while it restarts) holds the
-    /// ALSA plugin's open for ever, measured with `aplay -D pulse`.
-    static let outputReopenTimeoutSeconds: UInt64 = 30
-
-    /// From the tick: a reopen under way for longer than ``outputReopenTimeoutSeconds``
-    /// answers the plays waiting for it with `timed_out`; the worker stays in the open
-    /// (nothing can cancel it) and its result, if it ever comes, is taken as usual.
-    /// Control thread.
+    /// From the tick: a reopen under way for longer than `limits.open_timeout`
+    /// (``openTimeoutNanoseconds``, as a file's open) answers the plays waiting for it
+    /// with `timed_out`. A sound server that accepts the connection and never answers (a
+    /// PulseAudio stopped while it restarts) holds the ALSA plugin's open for ever,
+    /// measured with `aplay -D pulse`; the worker stays in the open (nothing can cancel
+    /// it) and its result, if it ever comes, is taken as usual. Control thread.
     func reopenTimeoutTick() {
-        let now = monotonicNanoseconds(), limit = Self.outputReopenTimeoutSeconds * 1_000_000_000
+        let now = monotonicNanoseconds(), limit = openTimeoutNanoseconds
         if let f = formatReopen, f.result == nil, now &- f.startedAt > limit {
-            formatReopen?.result = .failure(Self.reopenTimedOut)
+            formatReopen?.result = .failure(reopenTimedOut)
             formatReopenHung = true
             logger.warning("the output's reopen for a track's format did not end in time", metadata: ["track.path": "\(f.path)"])
             resumeParked()
         }
         if var r = recovery, r.reopening, !r.timedOut, now &- r.attemptStarted > limit {
             r.timedOut = true
-            r.error = Self.reopenTimedOut
-            r.failedNow = Self.reopenTimedOut
+            r.error = reopenTimedOut
+            r.failedNow = reopenTimedOut
             // The plays that waited were answered: what was heard resumes once it is back.
             r.playWaiting = false
             recovery = r
@@ -77,8 +73,8 @@ extension Player {
         }
     }
 
-    static var reopenTimedOut: StreamError {
-        StreamError(.timedOut, "the output did not reopen within \(outputReopenTimeoutSeconds) s (a sound server that does not answer?)")
+    var reopenTimedOut: StreamError {
+        StreamError(.timedOut, "the output did not reopen within \(config.openTimeout) s (limits.open_timeout; a sound server that does not answer?)")
     }
 
     /// An `output_failed` error from the engine. Control thread.
@@ -257,7 +253,7 @@ extension Player {
             }
         }
         guard recovery == nil, engine.needsReopen(for: decoder) else { return }
-        if formatReopenHung { throw Self.reopenTimedOut }
+        if formatReopenHung { throw reopenTimedOut }
         let engine = self.engine, post = self.post
         let format = PCMFormat(sampleRate: decoder.info.sampleRate, channels: decoder.info.channels)
         let width = decoder.info.preferredDeviceFormat
