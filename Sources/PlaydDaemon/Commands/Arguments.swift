@@ -206,7 +206,12 @@ public struct Arguments: Sendable {
     /// malformed, in MPD's words.
     public func clippedRange(_ name: String, count: Int) throws(PlayerError) -> Range<Int>? {
         guard case .range(let start, let end, let isRange)? = values[name] else { return nil }
-        if let end, end < start { throw PlayerError(.badRequest, "Malformed range: \(rangeText(name)!)") }
+        return try Self.clipped(start, end, isRange: isRange, count: count)
+    }
+    /// One range value (START, END, as read) cut so: a list of ranges (`prio`) takes
+    /// each in turn.
+    public static func clipped(_ start: Int, _ end: Int?, isRange: Bool, count: Int) throws(PlayerError) -> Range<Int> {
+        if let end, end < start { throw PlayerError(.badRequest, "Malformed range: \(start):\(end)") }
         let hi = min(isRange ? end ?? count : start + 1, count)  // start ≤ Int32.max: no overflow
         return min(start, hi)..<hi
     }

@@ -118,10 +118,11 @@ extension CommandSpecs {
         CommandSpec(mpd: "prio", .control, [A("priority", priority), A("ranges", .list(.range))]) { p, a throws(PlayerError) in
             var chosen = [Bool](repeating: false, count: p.queue.count), failure: PlayerError?
             for case .range(let start, let end, let isRange) in a.list("ranges") {
-                if let end, end < start { failure = PlayerError(.badRequest, "Malformed range: \(start):\(end)"); break }
-                guard start <= p.queue.count else { failure = PlayerError(.badIndex, "Bad song index"); break }
-                let hi = min(isRange ? end ?? p.queue.count : start + 1, p.queue.count)
-                for i in start..<max(start, hi) { chosen[i] = true }
+                do throws(PlayerError) {
+                    let r = try Arguments.clipped(start, end, isRange: isRange, count: p.queue.count)
+                    guard start <= p.queue.count else { throw PlayerError(.badIndex, "Bad song index") }
+                    for i in r { chosen[i] = true }
+                } catch { failure = error; break }
             }
             try M.setPriority(p, a.bounded("priority")!, chosen, failure)
         },
